@@ -64,17 +64,41 @@ def _digits_agree(en: str, tgt: str) -> bool:
     return sorted(_DIGITS.findall(en)) == sorted(_DIGITS.findall(tgt))
 
 
-class _Collector:
-    """Filters, de-duplicates (exact (en, tgt)) and keeps first-seen order."""
+_WORD = re.compile(r"[^\W\d_]+")
+_EN_FUNCTION_WORDS = frozenset(
+    "the and of with is are you your this that for from to which be can used by".split()
+)
 
-    def __init__(self, origin: str) -> None:
+
+def _looks_english(text: str) -> bool:
+    """At least two English function words making up >= 15% of the words: left untranslated.
+
+    Only for non-English targets; GIMP help in particular has partly translated paragraphs
+    and figure titles ("Abbildung 8.8. Images used for the layer mode examples").
+    """
+    words = [w.casefold() for w in _WORD.findall(text)]
+    n = sum(w in _EN_FUNCTION_WORDS for w in words)
+    return n >= 2 and n >= 0.15 * len(words)
+
+
+class _Collector:
+    """Filters, de-duplicates (exact (en, tgt)) and keeps first-seen order.
+
+    ``check_untranslated`` also drops targets that look English (see :func:`_looks_english`);
+    off for LibreOffice, whose exact id alignment leaves only legitimate English names there.
+    """
+
+    def __init__(self, origin: str, check_untranslated: bool = False) -> None:
         self.origin = origin
+        self.check_untranslated = check_untranslated
         self.seen: set[tuple[str, str]] = set()
         self.pairs: list[Pair] = []
 
     def add(self, en: str, tgt: str, doc: str) -> None:
         en, tgt = _clean(en), _clean(tgt)
         if not _keep(en, tgt) or (en, tgt) in self.seen:
+            return
+        if self.check_untranslated and _looks_english(tgt):
             return
         self.seen.add((en, tgt))
         self.pairs.append(Pair(source=en, target=tgt, origin=self.origin, doc=doc))
@@ -111,22 +135,38 @@ def _text(el: etree._Element) -> str:
     return _clean(el.text_content())
 
 
-def _aligned_indices(a: Sequence[str], b: Sequence[str]) -> tuple[list[tuple[int, int]], bool]:
+def _matches(a: Sequence[str], b: Sequence[str]) -> set[tuple[int, int]]:
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return {(i + k, j + k) for i, j, n in sm.get_matching_blocks() for k in range(n)}
+
+
+_MIN_SEQ_RATIO = 0.9
+
+
+def _aligned_indices(
+    a: Sequence[str], b: Sequence[str], min_ratio: float = _MIN_SEQ_RATIO
+) -> tuple[list[tuple[int, int]], bool]:
     """Index pairs of equal labels; (pairs, exact) where exact means the sequences are equal.
 
-    When the sequences differ, we align the longest common subsequence of labels (difflib's
-    matching blocks) rather than skipping the file: most differences are a single inserted or
-    dropped block (a translator merged two paragraphs, an untranslated note left out), and the
-    blocks around it are still exact counterparts. The caller then applies a stricter filter
-    (digit agreement) to these approximately aligned files.
+    When the sequences differ we do not skip the file outright: most differences are a single
+    block inserted or dropped (a translator merged two paragraphs, a note left out) and the other
+    blocks are still exact counterparts. We align the longest common subsequence of labels, but
+    an inserted block of the *same* tag makes the alignment ambiguous (en p1 p2 p3 vs de p1 p3:
+    is p2 matched to p3?). So we keep only the pairs on which the forward LCS and the LCS of the
+    reversed sequences agree, which drops the ambiguous stretch around each difference. Files
+    whose sequences are too different (similarity below `min_ratio`: e.g. an index or
+    glossary sorted by the translated term) are skipped. Callers add a digit-agreement check
+    for these files.
     """
-    if list(a) == list(b):
+    a, b = list(a), list(b)
+    if a == b:
         return [(i, i) for i in range(len(a))], True
-    sm = difflib.SequenceMatcher(None, list(a), list(b), autojunk=False)
-    out: list[tuple[int, int]] = []
-    for i, j, n in sm.get_matching_blocks():
-        out.extend((i + k, j + k) for k in range(n))
-    return out, False
+    if difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() < min_ratio:
+        return [], False
+    n, m = len(a), len(b)
+    forward = _matches(a, b)
+    backward = {(n - 1 - i, m - 1 - j) for i, j in _matches(a[::-1], b[::-1])}
+    return sorted(forward & backward), False
 
 
 # ---------------------------------------------------------------------- LibreOffice help
@@ -256,7 +296,7 @@ def gimp_help(root: Path, tgt_lang: str = "de") -> list[Pair]:
     """GIMP help (DocBook HTML): same file, aligned by the sequence of leaf block elements."""
     base = Path(root) / "usr/share/gimp/2.0/help"
     en_dir, tgt_dir = base / "en", base / tgt_lang
-    out = _Collector("gimp-help")
+    out = _Collector("gimp-help", check_untranslated=True)
     if not en_dir.is_dir() or not tgt_dir.is_dir():
         return out.pairs
     for en_path in sorted(en_dir.rglob("*.html")):
@@ -270,7 +310,7 @@ def gimp_help(root: Path, tgt_lang: str = "de") -> list[Pair]:
 def debian_reference(root: Path, tgt_lang: str = "de") -> list[Pair]:
     """Debian Reference: ``NAME.en.html`` vs ``NAME.<lang>.html``, aligned by block sequence."""
     base = Path(root) / "usr/share/debian-reference"
-    out = _Collector("debian-reference")
+    out = _Collector("debian-reference", check_untranslated=True)
     if not base.is_dir():
         return out.pairs
     for en_path in sorted(base.glob("*.en.html")):
@@ -631,7 +671,7 @@ def man_pages(root: Path, tgt_lang: str = "de") -> list[Pair]:
     """Man pages: ``man/manN/X`` vs ``man/<lang>/manN/X``, aligned by macro-block sequence."""
     base = Path(root) / "usr/share/man"
     tgt_base = base / tgt_lang
-    out = _Collector("man-pages")
+    out = _Collector("man-pages", check_untranslated=True)
     if not base.is_dir() or not tgt_base.is_dir():
         return out.pairs
     for en_path in sorted(base.glob("man*/*")):
@@ -652,7 +692,14 @@ def man_pages(root: Path, tgt_lang: str = "de") -> list[Pair]:
             continue
         if not en_blocks or not tgt_blocks:
             continue
-        idx, exact = _aligned_indices([b[0] for b in en_blocks], [b[0] for b in tgt_blocks])
+        # Translations (po4a) append one section (translators, licence) after the last one.
+        en_sh = [k for k, b in enumerate(en_blocks) if b[0] == "SH"]
+        tgt_sh = [k for k, b in enumerate(tgt_blocks) if b[0] == "SH"]
+        if len(tgt_sh) == len(en_sh) + 1:
+            tgt_blocks = tgt_blocks[: tgt_sh[-1]]
+        idx, exact = _aligned_indices(
+            [b[0] for b in en_blocks], [b[0] for b in tgt_blocks], min_ratio=0.8
+        )
         doc = rel.as_posix()
         for a, b in idx:
             (kind, en), (_, tgt) = en_blocks[a], tgt_blocks[b]

@@ -128,24 +128,34 @@ def test_gimp_help(tmp_path: Path) -> None:
         ),
     )
     # Different sequences (the translator merged two paragraphs): the longest common
-    # subsequence of tags is aligned, then pairs must agree on their digits.
+    # subsequence of tags is aligned, keeping only pairs that the forward and the backward
+    # alignment agree on (the paragraphs around the merge are ambiguous and dropped).
+    steps_en = [f"<li>Step {n}: click the button.</li>" for n in range(1, 8)]
+    steps_de = [f"<li>Schritt {n}: Klicken Sie auf den Knopf.</li>" for n in range(1, 8)]
     _write(
         base / "en/mismatch.html",
         _docbook(
             """<h2 class="title">2. Paths</h2>
-<p>Paths are curves with 3 handles.</p>
+<p>Paths are curves with handles.</p>
 <p>They can be stroked.</p>
-<ul><li>Use the Paths dialog.</li></ul>"""
+<ul>"""
+            + "".join(steps_en)
+            + "</ul>"
         ),
     )
     _write(
         base / "de/mismatch.html",
         _docbook(
             """<h2 class="title">2. Pfade</h2>
-<p>Pfade sind Kurven mit 4 Anfassern, die man nachziehen kann.</p>
-<ul><li>Verwenden Sie den Pfade-Dialog.</li></ul>"""
+<p>Pfade sind Kurven mit Anfassern, die man nachziehen kann.</p>
+<ul>"""
+            + "".join(steps_de)
+            + "</ul>"
         ),
     )
+    # A file whose sequences are too different (an index sorted by the translated term).
+    _write(base / "en/zindex.html", _docbook("<p>Alpha channel</p>" + "<dt>Layer</dt>" * 5))
+    _write(base / "de/zindex.html", _docbook("<p>Alphakanal</p>" + "<dd>Ebene</dd>" * 5))
     origin = "gimp-help"
     assert gimp_help(tmp_path) == [
         Pair("1. Layers", "1. Ebenen", origin, "match.html"),
@@ -157,7 +167,14 @@ def test_gimp_help(tmp_path: Path) -> None:
         ),
         Pair("Click the New button.", "Klicken Sie auf Neu.", origin, "match.html"),
         Pair("2. Paths", "2. Pfade", origin, "mismatch.html"),
-        Pair("Use the Paths dialog.", "Verwenden Sie den Pfade-Dialog.", origin, "mismatch.html"),
+    ] + [
+        Pair(
+            f"Step {n}: click the button.",
+            f"Schritt {n}: Klicken Sie auf den Knopf.",
+            origin,
+            "mismatch.html",
+        )
+        for n in range(1, 8)
     ]
 
 
