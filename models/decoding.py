@@ -1,0 +1,180 @@
+"""Greedy and beam-search decoding over any model with the encode/init_cache/decode_step API.
+
+Both are batched (beam search runs B*K rows), encode once and decode incrementally with the
+model's key/value cache. Sentences that finish are dropped from the batch so long sentences do
+not make short ones pay. Greedy and beam search share the length limits, the token constraints
+and the candidate ranking, which makes `beam_search(beam_size=1)` reproduce `greedy` exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["beam_search", "greedy"]
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _length_limits(model: nn.Module, src: Tensor, a: float, b: float) -> list[int]:
+    """Per sentence, the most tokens to generate before EOS: a*src_len + b, within max_len.
+
+    Target positions run 0..max_len-1 and position 0 is BOS, so at most max_len-1 tokens
+    precede the EOS that the last position predicts.
+    """
+    cfg = model.config
+    src_len = src.ne(cfg.pad_id).sum(dim=1).tolist()
+    if any(n == 0 for n in src_len):
+        raise ValueError("empty source sentence (all padding) in the batch")
+    # The epsilon keeps e.g. 1.2 * 5 + 10 = 15.999... from rounding down.
+    return [max(0, min(math.floor(a * n + b + 1e-6), cfg.max_len - 1)) for n in src_len]
+
+
+def _constrain(lp: Tensor, forced_eos: Tensor, model: nn.Module) -> Tensor:
+    """Never emit pad or BOS; rows in `forced_eos` `(R,)` reached their limit and must end."""
+    cfg = model.config
+    lp[:, cfg.pad_id] = -math.inf
+    lp[:, cfg.bos_id] = -math.inf
+    if bool(forced_eos.any()):
+        eos_only = torch.full_like(lp, -math.inf)
+        eos_only[:, cfg.eos_id] = lp[:, cfg.eos_id]
+        lp = torch.where(forced_eos.to(lp.device)[:, None], eos_only, lp)
+    return lp
+
+
+def _row_candidates(lp: Tensor, beam_size: int) -> tuple[Tensor, Tensor]:
+    """The 2K best tokens of each row `(R, V)`, best first: (log-probs, ids), each `(R, 2K)`.
+
+    2K so that K non-EOS continuations survive even if every beam's best token is EOS. Greedy
+    takes column 0 of the same call, so ties between tokens break the same way in both.
+    """
+    return lp.topk(min(2 * beam_size, lp.size(-1)), dim=-1)
+
+
+@torch.inference_mode()
+def greedy(
+    model: nn.Module, src: Tensor, max_len_a: float = 1.2, max_len_b: float = 10
+) -> list[list[int]]:
+    """Most probable next token at every step; src `(B, S)` right-padded token ids.
+
+    Returns one token list per sentence, without BOS/EOS/pad.
+    """
+    eos = model.config.eos_id
+    src = src.to(_device(model))
+    limits = _length_limits(model, src, max_len_a, max_len_b)
+    state = model.encode(src)
+    cache = model.init_cache(state)
+    alive = list(range(src.size(0)))  # sentence id of each row
+    last = torch.full((len(alive),), model.config.bos_id, dtype=torch.long, device=src.device)
+    out: list[list[int]] = [[] for _ in alive]
+    step = 0
+    while alive:
+        forced = torch.tensor([limits[s] == step for s in alive])
+        lp = _constrain(model.decode_step(last, state, cache), forced, model)  # (R, V)
+        tok = _row_candidates(lp, 1)[1][:, 0]  # (R,)
+        keep = []
+        for row, (s, t) in enumerate(zip(alive, tok.tolist(), strict=True)):
+            if t == eos:
+                continue
+            out[s].append(t)
+            keep.append(row)
+        if len(keep) < len(alive):
+            idx = torch.tensor(keep, dtype=torch.long, device=src.device)
+            state, cache = state.index_select(idx), cache.index_select(idx)
+            tok = tok.index_select(0, idx)
+            alive = [alive[r] for r in keep]
+        last = tok
+        step += 1
+    return out
+
+
+@torch.inference_mode()
+def beam_search(
+    model: nn.Module,
+    src: Tensor,
+    beam_size: int = 4,
+    length_penalty: float = 1.0,
+    max_len_a: float = 1.2,
+    max_len_b: float = 10,
+) -> list[list[int]]:
+    """Beam search with GNMT length normalisation score / ((5 + len) / 6) ** length_penalty.
+
+    src `(B, S)` right-padded token ids. A sentence stops when K hypotheses have ended (the
+    usual early stop) or at its length limit, where EOS is forced. `len` counts the EOS.
+    Returns the best hypothesis per sentence, without BOS/EOS/pad.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    k = beam_size
+    cfg = model.config
+    device = _device(model)
+    src = src.to(device)
+    n_sent = src.size(0)
+    limits = _length_limits(model, src, max_len_a, max_len_b)
+
+    # Encode once, then give each sentence K identical rows: row = sentence * K + beam.
+    state = model.encode(src).index_select(torch.arange(n_sent, device=device).repeat_interleave(k))
+    cache = model.init_cache(state)
+    alive = list(range(n_sent))  # sentence id of each group of K rows
+    scores = torch.full((n_sent, k), -math.inf, device=device)  # (A, K) summed log-probs
+    scores[:, 0] = 0.0  # only beam 0 is live at first, so the K beams do not start as copies
+    hist = torch.empty((n_sent * k, 0), dtype=torch.long, device=device)  # (A*K, t) tokens
+    last = torch.full((n_sent * k,), cfg.bos_id, dtype=torch.long, device=device)
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(n_sent)]
+    step = 0
+    while alive:
+        n_alive = len(alive)
+        forced = torch.tensor([limits[s] == step for s in alive]).repeat_interleave(k)
+        lp = _constrain(model.decode_step(last, state, cache), forced, model)  # (A*K, V)
+        row_lp, row_tok = _row_candidates(lp, k)  # (A*K, n)
+        n = row_lp.size(1)
+        cand = (scores[:, :, None] + row_lp.view(n_alive, k, n)).view(n_alive, k * n)
+        # Stable sort: equal scores keep beam-then-row order, so K=1 ranks exactly as greedy.
+        cand_scores, order = cand.sort(dim=1, descending=True, stable=True)
+        m = min(2 * k, k * n)
+        cand_scores, order = cand_scores[:, :m], order[:, :m]  # (A, m)
+        cand_beam = order // n  # (A, m) beam each candidate extends
+        cand_tok = row_tok.view(n_alive, k * n).gather(1, order)  # (A, m)
+        is_eos = cand_tok.eq(cfg.eos_id)
+
+        # Hypotheses ending among the K best candidates are final.
+        ends = (is_eos[:, :k] & cand_scores[:, :k].isfinite()).nonzero().tolist()
+        if ends:
+            beams = cand_beam.tolist()
+            final_scores = cand_scores.tolist()
+            rows = [a * k + beams[a][j] for a, j in ends]
+            tokens = hist[torch.tensor(rows, device=device)].tolist()
+            for (a, j), toks in zip(ends, tokens, strict=True):
+                norm = ((5.0 + len(toks) + 1) / 6.0) ** length_penalty
+                finished[alive[a]].append((final_scores[a][j] / norm, toks))
+
+        # The K best non-EOS candidates continue; EOS sorts last and is dead if picked anyway.
+        rank = is_eos.long() * m + torch.arange(m, device=device)  # (A, m)
+        pick = rank.argsort(dim=1)[:, :k]  # (A, K)
+        next_beam = cand_beam.gather(1, pick)
+        next_tok = cand_tok.gather(1, pick)
+        scores = cand_scores.gather(1, pick).masked_fill(is_eos.gather(1, pick), -math.inf)
+        reorder = (torch.arange(n_alive, device=device)[:, None] * k + next_beam).view(-1)
+        hist = torch.cat([hist.index_select(0, reorder), next_tok.view(-1, 1)], dim=1)
+        cache = cache.index_select(reorder)
+        last = next_tok.view(-1)
+
+        live = scores.isfinite().any(dim=1).tolist()
+        keep = [
+            a for a, s in enumerate(alive) if len(finished[s]) < k and step < limits[s] and live[a]
+        ]
+        if len(keep) < n_alive:
+            groups = torch.tensor(keep, dtype=torch.long, device=device)
+            rows = (groups[:, None] * k + torch.arange(k, device=device)).view(-1)
+            state, cache = state.index_select(rows), cache.index_select(rows)
+            hist, last = hist.index_select(0, rows), last.index_select(0, rows)
+            scores = scores.index_select(0, groups)
+            alive = [alive[a] for a in keep]
+        step += 1
+
+    # max() keeps the first of equal scores: the hypothesis that ended first.
+    return [max(f, key=lambda h: h[0])[1] if f else [] for f in finished]
