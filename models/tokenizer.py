@@ -1,0 +1,103 @@
+"""Moses punctuation normalisation, then one joint SentencePiece model for both languages.
+
+A joint vocabulary lets the model tie source, target and output embeddings, and lets names,
+numbers and placeholders be copied through. Ids 0-3 are fixed: pad, bos, eos, unk.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+from sacremoses import MosesPunctNormalizer
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+
+
+class Tokenizer:
+    """Text <-> ids. `encode(decode(ids))` is stable; `decode(encode(t)) == normalize(t)`."""
+
+    def __init__(self, model_file: Path | str) -> None:
+        self.model_file = Path(model_file)
+        self.sp = spm.SentencePieceProcessor(model_file=str(self.model_file))
+        if (self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id(), self.sp.unk_id()) != (
+            PAD_ID,
+            BOS_ID,
+            EOS_ID,
+            UNK_ID,
+        ):
+            raise ValueError(f"{model_file}: special ids must be pad=0 bos=1 eos=2 unk=3")
+        self._normalizers: dict[str, MosesPunctNormalizer] = {}
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def normalize(self, text: str, lang: str) -> str:
+        norm = self._normalizers.get(lang)
+        if norm is None:
+            norm = self._normalizers[lang] = MosesPunctNormalizer(
+                lang=lang, pre_replace_unicode_punct=True
+            )
+        return " ".join(norm.normalize(text).split())
+
+    def encode(self, text: str, lang: str) -> list[int]:
+        return self.sp.encode(self.normalize(text, lang))
+
+    def encode_batch(self, texts: Iterable[str], lang: str) -> list[list[int]]:
+        return self.sp.encode([self.normalize(t, lang) for t in texts])
+
+    def decode(self, ids: list[int]) -> str:
+        return self.sp.decode([i for i in ids if i >= UNK_ID])
+
+    def pieces(self, text: str, lang: str) -> list[str]:
+        return self.sp.encode(self.normalize(text, lang), out_type=str)
+
+
+def train_tokenizer(
+    corpora: list[tuple[Path, str]],
+    out_file: Path,
+    vocab_size: int = 8000,
+    max_sentences: int = 400_000,
+    seed: int = 1,
+) -> Tokenizer:
+    """Train a joint unigram SentencePiece model on normalised lines of (file, lang) corpora.
+
+    Byte fallback keeps rare characters (other scripts, symbols) representable instead of
+    collapsing them to <unk>, so decoding never loses them.
+    """
+    normalizers = {
+        lang: MosesPunctNormalizer(lang=lang, pre_replace_unicode_punct=True) for _, lang in corpora
+    }
+    lines: list[str] = []
+    for path, lang in corpora:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            line = " ".join(normalizers[lang].normalize(line).split())
+            if line:
+                lines.append(line)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type="unigram",
+        character_coverage=0.9995,
+        byte_fallback=True,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        unk_id=UNK_ID,
+        input_sentence_size=max_sentences,
+        shuffle_input_sentence=True,
+        seed_sentencepiece_size=200_000,
+        num_threads=2,
+        minloglevel=2,
+    )
+    out_file = Path(out_file)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_file.with_suffix(".tmp")
+    tmp.write_bytes(model.getvalue())
+    tmp.replace(out_file)
+    return Tokenizer(out_file)

@@ -1,0 +1,342 @@
+"""`ragmt train`: token-batched, label-smoothed training with warm-up, checkpoints and resume.
+
+A run directory holds the tokenizer, cached encoded data and `ckpt-<step>/` checkpoints
+(safetensors + JSON, written atomically). Running the same command again resumes from the
+newest checkpoint; the run ends at `max_steps` or `max_hours` and writes a bundle made of
+the average of the last checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sacrebleu
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from models.artifacts import atomic_directory, sha256_file
+from models.bundle import save_bundle
+from models.data import EncodedCorpus, collate, encode_corpus, read_lines, token_batches
+from models.registry import ARCHITECTURES, build_model
+from models.tokenizer import PAD_ID, Tokenizer
+from models.translator import TOKENIZER_FILE, DecodeOptions, Translator
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides a training run; stored in every checkpoint and bundle."""
+
+    arch: str = "transformer"
+    model: dict[str, Any] = field(default_factory=dict)  # the architecture's config overrides
+    max_tokens: int = 4096  # padded tokens per batch
+    lr: float = 7e-4
+    warmup: int = 4000
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0
+    weight_decay: float = 0.0
+    max_steps: int = 100_000
+    max_hours: float = 0.0  # 0: no time limit
+    max_len: int = 128  # longer training pairs (in sub-words) are dropped
+    eval_every: int = 1000
+    save_every: int = 1000
+    keep_checkpoints: int = 6
+    average_last: int = 5
+    dev_sentences: int = 400  # dev BLEU during training: greedy, on this many sentences
+    seed: int = 1
+    bf16: bool = True  # bf16 autocast (faster on CPUs with AVX-512 bf16, and on GPUs)
+    threads: int = 0  # torch threads; 0 keeps torch's default
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown training config key(s): {', '.join(unknown)}")
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class TrainData:
+    """File paths of a training run: train and dev, source and target."""
+
+    train_src: Path
+    train_tgt: Path
+    dev_src: Path
+    dev_tgt: Path
+    source_lang: str
+    target_lang: str
+    data_manifest_hash: str = ""
+
+
+def inverse_sqrt(step: int, warmup: int, peak: float) -> float:
+    """Linear warm-up to `peak` over `warmup` steps, then peak * sqrt(warmup / step)."""
+    step = max(step, 1)
+    return peak * min(step / warmup, math.sqrt(warmup / step))
+
+
+def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps: float) -> torch.Tensor:
+    """Mean label-smoothed cross-entropy over non-pad target tokens; logits (B,T,V)."""
+    return F.cross_entropy(
+        logits.float().reshape(-1, logits.size(-1)),
+        target.reshape(-1),
+        ignore_index=PAD_ID,
+        label_smoothing=eps,
+    )
+
+
+def _device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _optimizer_tensors(opt: torch.optim.Optimizer, model: nn.Module) -> dict[str, torch.Tensor]:
+    names = {id(p): n for n, p in model.named_parameters()}
+    out = {}
+    for group in opt.param_groups:
+        for p in group["params"]:
+            for k, v in opt.state.get(p, {}).items():
+                if torch.is_tensor(v):
+                    out[f"{names[id(p)]}::{k}"] = v.detach().clone().contiguous()
+    return out
+
+
+def _load_optimizer(
+    opt: torch.optim.Optimizer, model: nn.Module, tensors: dict[str, torch.Tensor]
+) -> None:
+    params = dict(model.named_parameters())
+    for key, value in tensors.items():
+        name, k = key.split("::")
+        opt.state[params[name]][k] = value.to(params[name].device)
+
+
+def _unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """State dict without aliases (tied embeddings appear once), contiguous for safetensors."""
+    seen: dict[int, str] = {}
+    out = {}
+    for name, t in model.state_dict().items():
+        ptr = t.data_ptr()
+        if ptr in seen:
+            continue
+        seen[ptr] = name
+        out[name] = t.detach().cpu().contiguous()
+    return out
+
+
+def save_checkpoint(
+    run: Path, step: int, model: nn.Module, opt: torch.optim.Optimizer, state: dict[str, Any]
+) -> Path:
+    final = run / f"ckpt-{step:07d}"
+    with atomic_directory(final) as tmp:
+        save_file(_unique_state(model), str(tmp / "model.safetensors"))
+        save_file(_optimizer_tensors(opt, model), str(tmp / "optimizer.safetensors"))
+        (tmp / "state.json").write_text(json.dumps(state, indent=2))
+    return final
+
+
+def checkpoints(run: Path) -> list[Path]:
+    return sorted(p for p in run.glob("ckpt-*") if (p / "state.json").is_file())
+
+
+def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the model weights of several checkpoints (a cheap ensemble)."""
+    total: dict[str, torch.Tensor] = {}
+    for p in paths:
+        for k, v in load_file(str(p / "model.safetensors")).items():
+            total[k] = total.get(k, 0) + v.float()
+    return {k: v / len(paths) for k, v in total.items()}
+
+
+def load_weights(model: nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    # tied aliases are absent from `weights` but share storage with a loaded tensor
+    state = model.state_dict()
+    really_missing = [
+        m for m in missing if not any(state[m].data_ptr() == state[k].data_ptr() for k in weights)
+    ]
+    if really_missing or unexpected:
+        raise ValueError(f"checkpoint mismatch: missing {really_missing}, unexpected {unexpected}")
+
+
+def dev_bleu(translator: Translator, src: list[str], ref: list[str], beam: int = 1) -> float:
+    hyps = translator.translate(src, DecodeOptions(beam_size=beam, batch_size=64))
+    return sacrebleu.corpus_bleu(hyps, [ref]).score
+
+
+def train(
+    run: Path,
+    data: TrainData,
+    cfg: TrainConfig,
+    tokenizer: Tokenizer,
+    log: Log = print,
+) -> dict[str, Any]:
+    """Train (or resume) in `run`; return the final state. Does not write the bundle."""
+    run.mkdir(parents=True, exist_ok=True)
+    cfg_file = run / "train_config.json"
+    if cfg_file.is_file():
+        old = json.loads(cfg_file.read_text())
+        if old != json.loads(json.dumps(asdict(cfg))):
+            diff = {k for k in old if old[k] != asdict(cfg).get(k)}
+            if diff - {"max_steps", "max_hours"}:
+                raise ValueError(f"{run} was started with a different config: {sorted(diff)}")
+    cfg_file.write_text(json.dumps(asdict(cfg), indent=2))
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    device = _device()
+
+    log("encoding training data")
+    corpus: EncodedCorpus = encode_corpus(
+        tokenizer,
+        data.train_src,
+        data.train_tgt,
+        data.source_lang,
+        data.target_lang,
+        cfg.max_len,
+        cache_dir=run / "cache",
+    )
+    log(f"{len(corpus)} training pairs, {int(corpus.tgt_lens.sum())} target tokens")
+    dev_src = read_lines(data.dev_src)[: cfg.dev_sentences]
+    dev_ref = read_lines(data.dev_tgt)[: cfg.dev_sentences]
+
+    model_cfg = {"vocab_size": tokenizer.vocab_size, "max_len": cfg.max_len + 2, **cfg.model}
+    model = build_model(cfg.arch, model_cfg).to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"model {cfg.arch}: {n_params / 1e6:.2f}M parameters")
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=cfg.weight_decay
+    )
+    state: dict[str, Any] = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "history": []}
+    existing = checkpoints(run)
+    if existing:
+        last = existing[-1]
+        load_weights(model, load_file(str(last / "model.safetensors"), device=str(device)))
+        _load_optimizer(opt, model, load_file(str(last / "optimizer.safetensors")))
+        state = json.loads((last / "state.json").read_text())
+        log(f"resumed from {last.name} (step {state['step']})")
+    state["model_config"] = model_cfg
+    state["arch"] = cfg.arch
+
+    translator = Translator(model, tokenizer, data.source_lang, data.target_lang)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
+    started = time.time()
+    deadline = started + cfg.max_hours * 3600 if cfg.max_hours else math.inf
+    window_tokens, window_loss, window_start = 0, 0.0, time.time()
+    step = state["step"]
+    while step < cfg.max_steps and time.time() < deadline:
+        batches = token_batches(corpus, cfg.max_tokens, seed=cfg.seed * 1000 + state["epoch"])
+        for b in range(state["batch_in_epoch"], len(batches)):
+            if step >= cfg.max_steps or time.time() >= deadline:
+                break
+            model.train()
+            src, tin, tout = (t.to(device) for t in collate(corpus, batches[b]))
+            lr = inverse_sqrt(step + 1, cfg.warmup, cfg.lr)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            with autocast:
+                logits = model(src, tin)
+            loss = label_smoothed_loss(logits, tout, cfg.label_smoothing)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+            opt.step()
+            step += 1
+            state["step"], state["batch_in_epoch"] = step, b + 1
+            ntok = int((tout != PAD_ID).sum())
+            window_tokens += ntok
+            window_loss += loss.item() * ntok
+            if step % 100 == 0:
+                elapsed = time.time() - window_start
+                tps = window_tokens / max(elapsed, 1e-9)
+                left = min(
+                    (cfg.max_steps - step) * elapsed / 100,
+                    max(deadline - time.time(), 0),
+                )
+                log(
+                    f"step {step} epoch {state['epoch']} loss {window_loss / window_tokens:.3f} "
+                    f"lr {lr:.2e} {tps:.0f} tgt tok/s ETA {left / 60:.0f} min"
+                )
+                window_tokens, window_loss, window_start = 0, 0.0, time.time()
+            if step % cfg.eval_every == 0:
+                model.eval()
+                bleu = dev_bleu(translator, dev_src, dev_ref)
+                state["history"].append({"step": step, "dev_bleu_greedy": round(bleu, 2)})
+                log(f"step {step} dev BLEU (greedy, {len(dev_src)} sentences) {bleu:.2f}")
+            if step % cfg.save_every == 0:
+                save_checkpoint(run, step, model, opt, state)
+                for old in checkpoints(run)[: -cfg.keep_checkpoints]:
+                    import shutil
+
+                    shutil.rmtree(old)
+        else:
+            state["epoch"] += 1
+            state["batch_in_epoch"] = 0
+    if not checkpoints(run) or checkpoints(run)[-1].name != f"ckpt-{step:07d}":
+        save_checkpoint(run, step, model, opt, state)
+    log(f"stopped at step {step} after {(time.time() - started) / 60:.1f} min")
+    return state
+
+
+def finalize(
+    run: Path,
+    out: Path,
+    data: TrainData,
+    tokenizer: Tokenizer,
+    average_last: int,
+    dtype: str = "float16",
+    eval_scores: dict[str, Any] | None = None,
+    log: Log = print,
+) -> dict[str, Any]:
+    """Average the last checkpoints of `run` and write a model bundle to `out`."""
+    ckpts = checkpoints(run)[-average_last:]
+    if not ckpts:
+        raise ValueError(f"{run} has no checkpoints")
+    state = json.loads((ckpts[-1] / "state.json").read_text())
+    model = build_model(state["arch"], state["model_config"])
+    load_weights(model, average_checkpoints(ckpts))
+    log(f"averaged {[p.name for p in ckpts]}")
+    train_cfg = json.loads((run / "train_config.json").read_text())
+    return save_bundle(
+        out,
+        model,
+        state["arch"],
+        languages={"source": data.source_lang, "target": data.target_lang},
+        extra_files={TOKENIZER_FILE: tokenizer.model_file},
+        training_data=data.data_manifest_hash,
+        eval_scores=eval_scores,
+        extra_manifest={
+            "training": {
+                "config": train_cfg,
+                "steps": state["step"],
+                "epochs": state["epoch"],
+                "averaged_checkpoints": [p.name for p in ckpts],
+                "dev_history": state["history"],
+                "tokenizer_sha256": sha256_file(tokenizer.model_file),
+            }
+        },
+        dtype=dtype,
+    )
+
+
+__all__ = [
+    "ARCHITECTURES",
+    "TrainConfig",
+    "TrainData",
+    "average_checkpoints",
+    "finalize",
+    "inverse_sqrt",
+    "label_smoothed_loss",
+    "train",
+]
