@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -277,8 +278,6 @@ def train(
             if step % cfg.save_every == 0:
                 save_checkpoint(run, step, model, opt, state)
                 for old in checkpoints(run)[: -cfg.keep_checkpoints]:
-                    import shutil
-
                     shutil.rmtree(old)
         else:
             state["epoch"] += 1

@@ -18,6 +18,8 @@ from models.decoding import beam_search, greedy
 from models.tokenizer import Tokenizer
 
 TOKENIZER_FILE = "spm.model"
+# The committed English->German bundle, served when no model is configured.
+DEFAULT_BUNDLE = Path(__file__).resolve().parent / "default_bundle"
 
 
 @dataclass(frozen=True)
