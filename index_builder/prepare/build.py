@@ -121,7 +121,8 @@ def split_stratified(
         for origin, keys in sorted(by_origin.items()):
             pick = rng.sample(sorted(keys), quota[origin])
             chosen.extend(groups[k][0] for k in pick)
-            by_origin[origin] = [k for k in keys if k not in set(pick)]
+            picked = set(pick)
+            by_origin[origin] = [k for k in keys if k not in picked]
             counts[origin] = len(by_origin[origin])
         held[split] = chosen
     train = [p for keys in by_origin.values() for k in sorted(keys) for p in groups[k]]

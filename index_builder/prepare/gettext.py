@@ -65,6 +65,11 @@ def _unquote(line: str, path: Path, lineno: int) -> str:
     return value
 
 
+def _has_msgstr(fields: dict[str, str]) -> bool:
+    """The entry being read has its translation (singular or plural), so a new one starts."""
+    return any(k == "msgstr" or k.startswith("msgstr[") for k in fields)
+
+
 def read_po(path: Path) -> list[CatalogEntry]:
     """Parse a .po file; fuzzy and obsolete (#~) entries are skipped."""
     path = Path(path)
@@ -89,7 +94,7 @@ def read_po(path: Path) -> list[CatalogEntry]:
                 flush()
             continue
         if line.startswith("#,"):
-            if fields and "msgstr" in fields:
+            if _has_msgstr(fields):
                 flush()
             fuzzy = fuzzy or "fuzzy" in line
             continue
@@ -101,7 +106,7 @@ def read_po(path: Path) -> list[CatalogEntry]:
             fields[current] += _unquote(line, path, lineno)
             continue
         keyword, _, rest = line.partition(" ")
-        if keyword == "msgctxt" or (keyword == "msgid" and "msgstr" in fields):
+        if keyword == "msgctxt" or (keyword == "msgid" and _has_msgstr(fields)):
             if "msgid" in fields:
                 flush()
         if keyword not in ("msgctxt", "msgid", "msgid_plural", "msgstr") and not (
