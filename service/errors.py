@@ -1,0 +1,120 @@
+"""Typed service errors and the one place that turns errors into JSON responses.
+
+Every error body is `{"error": {"code": str, "message": str, ...details}}`; clients never see
+a stack trace or an echo of their (possibly huge) input.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("ragmt.service")
+
+MAX_REPORTED_ERRORS = 10
+MAX_FIELD_CHARS = 100  # field names come from the client (e.g. an unknown key)
+
+
+class ServiceError(Exception):
+    """An error with an HTTP status, a stable machine-readable code and a safe message."""
+
+    status: int = 500
+    code: str = "internal"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.details = details  # extra JSON fields, e.g. field="texts", limit="max_texts"
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, **self.details}}
+
+
+class BadRequest(ServiceError):
+    status, code = 400, "bad_request"
+
+
+class InvalidInput(ServiceError):
+    """Well-formed JSON whose values the service refuses (empty text, limits exceeded)."""
+
+    status, code = 422, "invalid_input"
+
+
+class UnsupportedLanguage(ServiceError):
+    status, code = 422, "unsupported_language"
+
+
+class NotFound(ServiceError):
+    status, code = 404, "not_found"
+
+
+class PayloadTooLarge(ServiceError):
+    status, code = 413, "payload_too_large"
+
+
+class NotReady(ServiceError):
+    status, code = 503, "not_ready"
+
+
+def error_response(exc: ServiceError, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+
+def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+    """("body", "texts", 0) -> "texts.0"; a bare ("body",) -> "body"."""
+    parts = [str(p) for p in loc]
+    if len(parts) > 1 and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    return ".".join(parts)[:MAX_FIELD_CHARS]
+
+
+async def _service_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    return error_response(exc)
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    # Only location, message and type: pydantic's "input" would echo the payload back.
+    errors = [
+        {"field": _field(e.get("loc", ())), "message": e.get("msg", ""), "type": e.get("type", "")}
+        for e in exc.errors()[:MAX_REPORTED_ERRORS]
+    ]
+    if not errors or errors[0]["type"] == "json_invalid":
+        errors = [{"field": "body", "message": "not valid JSON", "type": "json_invalid"}]
+    first = errors[0]
+    message = f"{first['field']}: {first['message']}"
+    err = InvalidInput(message, code="invalid_request", field=first["field"], errors=errors)
+    return error_response(err)
+
+
+_HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    message = str(exc.detail)
+    if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body"
+        message = "request body is not valid UTF-8"
+    err = ServiceError(message, code=_HTTP_CODES.get(exc.status_code, "http_error"))
+    err.status = exc.status_code
+    return error_response(err, headers=dict(exc.headers or {}))
+
+
+async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(ServiceError("internal error"))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unhandled)

@@ -1,0 +1,248 @@
+"""The HTTP API end to end on a real tiny bundle: translations, limits, errors, health, info."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import ValidationError
+
+from models.translator import DEFAULT_BUNDLE
+from service.app import create_app
+from service.engine import Limits, TranslationEngine, TranslationRequest
+from service.settings import Settings
+from tests.service.conftest import HELD_OUT, gloss
+
+URL = "/v1/translate"
+JSON = {"content-type": "application/json"}
+LIMITS = dict(max_texts=4, max_chars=60, max_body_bytes=4096, beam_size=2, max_beam_size=4)
+
+
+def settings(model_path: Path) -> Settings:
+    return Settings(model_path=model_path, **LIMITS)
+
+
+@pytest.fixture(scope="module")
+def client(bundle: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(settings(bundle))) as c:  # `with`: the lifespan runs
+        yield c
+
+
+def error_of(resp, status: int) -> dict:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"].startswith("application/json")
+    assert "Traceback" not in resp.text
+    err = resp.json()["error"]
+    assert isinstance(err["code"], str) and isinstance(err["message"], str)
+    return err
+
+
+def test_translate_held_out_sentence_exactly(client: TestClient) -> None:
+    resp = client.post(URL, json={"texts": [HELD_OUT], "source_lang": "en", "target_lang": "de"})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["results"] == [
+        {"translation": "rot baum zwei haus", "model": "toy-en-de", "domain": "general"}
+    ]
+    assert body["timings"]["total_ms"] >= body["timings"]["decode_ms"] > 0
+
+
+def test_batch_order_preserved_and_options(client: TestClient) -> None:
+    texts = ["green tree blue house", "blue", HELD_OUT, "three one"]
+    for extra in ({}, {"beam_size": 1}, {"model": "default", "domain": "general"}):
+        resp = client.post(URL, json={"texts": texts, "model": "toy-en-de", **extra})
+        assert resp.status_code == 200, resp.text
+        assert [r["translation"] for r in resp.json()["results"]] == [gloss(t) for t in texts]
+
+
+def test_engine_call_is_shared_with_non_http_callers(client: TestClient) -> None:
+    engine: TranslationEngine = client.app.state.engine
+    result = anyio.run(engine.translate_batch, TranslationRequest(texts=[HELD_OUT]))
+    assert [r.translation for r in result.results] == [gloss(HELD_OUT)]
+
+
+@pytest.mark.parametrize(
+    ("payload", "limit"),
+    [
+        ({"texts": ["one"] * 5}, "max_texts"),
+        ({"texts": ["one", "two " * 16]}, "max_chars"),
+        ({"texts": ["one"], "beam_size": 5}, "max_beam_size"),
+    ],
+)
+def test_limits_are_422_naming_the_limit(client: TestClient, payload: dict, limit: str) -> None:
+    err = error_of(client.post(URL, json=payload), 422)
+    assert (err["code"], err["limit"]) == ("limit_exceeded", limit)
+    assert str(LIMITS[limit]) in err["message"]
+
+
+def test_body_over_limit_is_413_by_header_and_by_bytes(client: TestClient) -> None:
+    big = json.dumps({"texts": ["one two " * 600]}).encode()
+    err = error_of(client.post(URL, content=big, headers=JSON), 413)
+    assert err["limit"] == "max_body_bytes"
+    # Streamed without Content-Length: the bytes actually received are counted.
+    chunks = iter([big[:3000], big[3000:]])
+    err = error_of(client.post(URL, content=chunks, headers=JSON), 413)
+    assert err["limit"] == "max_body_bytes"
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "code"),
+    [
+        ({"texts": []}, 422, "invalid_input"),
+        ({"texts": ["one", "  \n "]}, 422, "invalid_input"),
+        ({"texts": ["one"], "beam_size": 0}, 422, "invalid_input"),
+        ({"texts": ["one"], "target_lang": "fr"}, 422, "unsupported_language"),
+        ({"texts": ["one"], "source_lang": "de", "target_lang": "en"}, 422, "unsupported_language"),
+        ({"texts": ["one"], "model": "nope"}, 404, "unknown_model"),
+        ({"texts": ["one"], "domain": "medical"}, 404, "unknown_domain"),
+        ({"texts": ["one"], "colour": "red"}, 422, "invalid_request"),  # extra field
+        ({"texts": "one"}, 422, "invalid_request"),
+        ({"texts": [None]}, 422, "invalid_request"),
+        ({"texts": ["one"], "beam_size": "2"}, 422, "invalid_request"),
+        ({"texts": ["one"], "beam_size": True}, 422, "invalid_request"),
+        ({}, 422, "invalid_request"),
+    ],
+)
+def test_bad_requests_are_json_4xx(client: TestClient, payload: dict, status: int, code) -> None:
+    assert error_of(client.post(URL, json=payload), status)["code"] == code
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "code"),
+    [
+        (b'{"texts": ["one"', 422, "invalid_request"),  # malformed JSON
+        (b'{"texts": ["\xff\xfe one"]}', 400, "bad_request"),  # invalid UTF-8
+        (b'{"texts": ["\\ud800"]}', 422, "invalid_input"),  # a lone surrogate escape
+        (b"", 422, "invalid_request"),
+        (b"[1, 2]", 422, "invalid_request"),
+    ],
+)
+def test_malformed_bodies_are_json_4xx(client: TestClient, raw: bytes, status, code) -> None:
+    assert error_of(client.post(URL, content=raw, headers=JSON), status)["code"] == code
+
+
+def test_validation_errors_name_the_field_without_echoing_input(client: TestClient) -> None:
+    secret = "zq" * 1500
+    err = error_of(client.post(URL, json={"texts": [secret, 7]}), 422)
+    assert err["field"] == "texts.1"
+    resp = client.post(URL, json={"texts": secret})
+    assert secret not in resp.text and len(resp.text) < 1000
+
+
+def test_unknown_route_and_method_are_json(client: TestClient) -> None:
+    assert error_of(client.get("/nope"), 404)["code"] == "not_found"
+    assert error_of(client.get(URL), 405)["code"] == "method_not_allowed"
+
+
+def test_health(client: TestClient) -> None:
+    assert client.get("/livez").json() == {"status": "ok"}
+    resp = client.get("/readyz")
+    assert (resp.status_code, resp.json()) == (200, {"status": "ready"})
+
+
+def test_info(client: TestClient, bundle: Path) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    info = client.get("/info").json()
+    assert (info["ready"], info["reason"]) == (True, None)
+    (model,) = info["models"]
+    assert model["name"] == "toy-en-de" and model["default"]
+    assert model["architecture"] == "transformer"
+    assert model["languages"] == {"source": "en", "target": "de"}
+    assert model["weights_sha256"] == manifest["files"]["model.safetensors"]
+    assert info["limits"] == LIMITS | {"max_body_bytes": 4096}
+
+
+def test_docs_and_openapi(client: TestClient) -> None:
+    for path in ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"):
+        assert client.get(path).status_code == 200
+    assert URL in client.get("/openapi.json").json()["paths"]
+
+
+def test_unexpected_error_is_500_without_trace(bundle: Path, monkeypatch) -> None:
+    def boom(*_args, **_kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr("models.translator.Translator.translate", boom)
+    with TestClient(create_app(settings(bundle)), raise_server_exceptions=False) as c:
+        resp = c.post(URL, json={"texts": ["one"]})
+    assert resp.status_code == 500
+    assert resp.json() == {"error": {"code": "internal", "message": "internal error"}}
+
+
+def test_tampered_bundle_starts_but_is_not_ready(bundle: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "tampered"
+    shutil.copytree(bundle, copy)
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    weights.write_bytes(bytes(data))
+    with TestClient(create_app(settings(copy))) as c:
+        assert c.get("/livez").status_code == 200
+        err = error_of(c.get("/readyz"), 503)
+        assert err["code"] == "not_ready" and "checksum" in err["message"]
+        assert error_of(c.post(URL, json={"texts": ["one"]}), 503)["code"] == "not_ready"
+        assert c.get("/info").json()["ready"] is False
+
+
+def test_missing_bundle_starts_but_is_not_ready(tmp_path: Path) -> None:
+    with TestClient(create_app(settings(tmp_path / "absent"))) as c:
+        assert c.get("/livez").status_code == 200
+        assert "manifest" in error_of(c.get("/readyz"), 503)["message"]
+
+
+def test_settings(monkeypatch) -> None:
+    assert Settings(model_path=None).bundle_path == DEFAULT_BUNDLE
+    monkeypatch.setenv("RAGMT_MAX_TEXTS", "7")
+    monkeypatch.setenv("RAGMT_MODEL_PATH", "/srv/bundle")
+    s = Settings()
+    assert (s.max_texts, s.bundle_path, s.port) == (7, Path("/srv/bundle"), 8000)
+    with pytest.raises(ValidationError):
+        Settings(beam_size=9, max_beam_size=8)
+
+
+def test_engine_is_not_ready_before_loading() -> None:
+    engine = TranslationEngine(Limits())
+    assert not engine.ready and engine.not_ready_reason
+
+
+# Every route and the test that covers it: a new route fails test_every_route_is_covered
+# until it is added here together with a test.
+COVERED = {
+    ("POST", "/v1/translate"): "test_translate_held_out_sentence_exactly",
+    ("GET", "/livez"): "test_health",
+    ("GET", "/readyz"): "test_health",
+    ("GET", "/info"): "test_info",
+    ("GET", "/openapi.json"): "test_docs_and_openapi",
+    ("GET", "/docs"): "test_docs_and_openapi",
+    ("GET", "/docs/oauth2-redirect"): "test_docs_and_openapi",
+    ("GET", "/redoc"): "test_docs_and_openapi",
+}
+
+
+def route_table(routes: list) -> set[tuple[str, str]]:
+    """(method, path) of every route, descending into included routers."""
+    out: set[tuple[str, str]] = set()
+    for r in routes:
+        inner = getattr(r, "original_router", None)  # newer FastAPI includes routers lazily
+        if inner is not None:
+            out |= route_table(inner.routes)
+        elif getattr(r, "methods", None):
+            out |= {(m, r.path) for m in r.methods if m != "HEAD"}
+        else:
+            out.add(("?", repr(r)))  # a kind of route this test does not know: fail
+    return out
+
+
+def test_every_route_is_covered(tmp_path: Path) -> None:
+    app = create_app(settings(tmp_path / "absent"))  # no lifespan: routes only
+    assert route_table(app.routes) == set(COVERED)
+    documented = {(m.upper(), p) for p, ops in app.openapi()["paths"].items() for m in ops}
+    assert documented <= set(COVERED)  # full paths, whatever prefix a router gets
+    module = sys.modules[__name__]
+    assert all(callable(getattr(module, name, None)) for name in COVERED.values())
