@@ -33,6 +33,7 @@ from models.tokenizer import PAD_ID, Tokenizer
 from models.translator import TOKENIZER_FILE, DecodeOptions, Translator
 
 Log = Callable[[str], None]
+RNG_KEY = "__rng__::torch"
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,9 @@ def _load_optimizer(
 ) -> None:
     params = dict(model.named_parameters())
     for key, value in tensors.items():
+        if key == RNG_KEY:
+            torch.set_rng_state(value)
+            continue
         name, k = key.split("::")
         opt.state[params[name]][k] = value.to(params[name].device)
 
@@ -140,7 +144,9 @@ def save_checkpoint(
     final = run / f"ckpt-{step:07d}"
     with atomic_directory(final) as tmp:
         save_file(_unique_state(model), str(tmp / "model.safetensors"))
-        save_file(_optimizer_tensors(opt, model), str(tmp / "optimizer.safetensors"))
+        tensors = _optimizer_tensors(opt, model)
+        tensors[RNG_KEY] = torch.get_rng_state()  # dropout masks continue exactly on resume
+        save_file(tensors, str(tmp / "optimizer.safetensors"))
         (tmp / "state.json").write_text(json.dumps(state, indent=2))
     return final
 

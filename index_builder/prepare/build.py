@@ -20,7 +20,7 @@ from index_builder.corpus import Pair
 from index_builder.prepare.clean import dedup_key, keep_pair
 from index_builder.prepare.fetch import fetch, fetch_and_unpack
 from index_builder.prepare.sources import Source, sources
-from models.artifacts import MANIFEST, atomic_directory, sha256_bytes, write_manifest
+from models.artifacts import MANIFEST, atomic_directory, sha256_bytes, sha256_file, write_manifest
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "dev", "test")
@@ -216,7 +216,7 @@ def prepare(
     pkg_hashes = {}
     for src in srcs:
         for pkg in src.packages:
-            pkg_hashes[pkg.label] = fetch(pkg, cache, offline=offline).name
+            pkg_hashes[pkg.label] = sha256_file(fetch(pkg, cache, offline=offline))
     chash = config_hash(cfg, pkg_hashes)
     mpath = pair_dir / MANIFEST
     if not force and mpath.is_file():

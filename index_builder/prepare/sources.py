@@ -108,11 +108,11 @@ def bible(root: Path, lang: str) -> list[Pair]:
     finally:
         con.close()
     pairs = []
-    for book, chapter, verse, en, tgt in rows:
+    for book, _chapter, _verse, en, tgt in rows:
         en = collapse(_BIBLE_MARKUP.sub("", en).replace("`", "'"))
         tgt = collapse(_BIBLE_MARKUP.sub("", tgt).replace("`", "'"))
         doc = f"{book:02d} {names.get(book, book)}"
-        pairs.append(Pair(en, tgt, "bible", doc) if chapter and verse else Pair(en, tgt))
+        pairs.append(Pair(en, tgt, "bible", doc))
     return pairs
 
 

