@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
 
-LEXICON = {
-    "one": "eins", "two": "zwei", "three": "drei", "four": "vier", "five": "fünf",
-    "red": "rot", "blue": "blau", "green": "grün", "house": "haus", "tree": "baum",
-}  # fmt: skip
-
-
-def toy_pairs(n: int, seed: int) -> list[tuple[str, str]]:
-    rng = random.Random(seed)
-    words = sorted(LEXICON)
-    pairs = []
-    for _ in range(n):
-        en = [rng.choice(words) for _ in range(rng.randint(2, 5))]
-        pairs.append((" ".join(en), " ".join(LEXICON[w] for w in en)))
-    return pairs
+from tests.toy import toy_pairs
 
 
 def write_pairs(folder: Path, split: str, pairs: list[tuple[str, str]]) -> None:

@@ -13,19 +13,12 @@ import torch.nn.functional as F
 from models.bundle import save_bundle
 from models.registry import build_model
 from models.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_tokenizer
+from tests.toy import LEXICON, gloss
 
 # One thread: the test machine is small and shared, and more threads only contend.
 torch.set_num_threads(1)
 
-LEXICON = {
-    "one": "eins", "two": "zwei", "three": "drei", "four": "vier", "five": "fünf",
-    "red": "rot", "blue": "blau", "green": "grün", "house": "haus", "tree": "baum",
-}  # fmt: skip
 HELD_OUT = "red tree two house"  # never seen in training
-
-
-def gloss(en: str) -> str:
-    return " ".join(LEXICON[w] for w in en.split())
 
 
 def _sentences(rng: random.Random, n: int) -> list[str]:

@@ -17,7 +17,8 @@ from models.translator import DEFAULT_BUNDLE
 from service.app import create_app
 from service.engine import Limits, TranslationEngine, TranslationRequest
 from service.settings import Settings
-from tests.service.conftest import HELD_OUT, gloss
+from tests.service.conftest import HELD_OUT
+from tests.toy import gloss
 
 URL = "/v1/translate"
 JSON = {"content-type": "application/json"}

@@ -1,0 +1,107 @@
+"""The `ragmt` command, driven as a user would, on the tiny real bundle."""
+
+import json
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from service.cli import app
+from tests.toy import gloss, toy_pairs
+
+runner = CliRunner()
+TEXTS = ["one two", "red tree two house", "blue"]
+
+
+def test_translate_stdin_to_stdout(bundle: Path) -> None:
+    res = runner.invoke(app, ["translate", "--model", str(bundle)], input="\n".join(TEXTS) + "\n")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines() == [gloss(t) for t in TEXTS]
+
+
+def test_translate_files_greedy(bundle: Path, tmp_path: Path) -> None:
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    args = ["translate", "--model", str(bundle), "-i", str(src), "-o", str(out), "--beam", "1"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert out.read_text(encoding="utf-8").splitlines() == [gloss(t) for t in TEXTS]
+
+
+def test_translate_refuses_tampered_bundle(bundle: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(bundle, bad)
+    weights = bad / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    res = runner.invoke(app, ["translate", "--model", str(bad)], input="one\n")
+    assert res.exit_code == 2
+    assert "checksum" in res.output
+
+
+def test_translate_reports_invalid_utf8(bundle: Path, tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"one\n\xff\xfe two\n")
+    res = runner.invoke(app, ["translate", "--model", str(bundle), "-i", str(src)])
+    assert res.exit_code == 2
+    assert "invalid UTF-8" in res.output
+
+
+def test_eval_writes_json_and_markdown(bundle: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "toy").mkdir(parents=True)
+    sents = ["one two three four", "red house blue tree", "green tree four five"]
+    (data / "toy/test.en").write_text("\n".join(sents) + "\n", encoding="utf-8")
+    (data / "toy/test.de").write_text("\n".join(gloss(s) for s in sents) + "\n", encoding="utf-8")
+    out = tmp_path / "report" / "toy"
+    args = ["eval", "--model", str(bundle), "--data", str(data), "--domains", "toy"]
+    res = runner.invoke(app, [*args, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert result["toy"]["bleu"] == 100.0 and result["toy"]["sentences"] == 3
+    assert "nrefs:1" in out.with_suffix(".md").read_text()
+
+
+def test_train_command_writes_a_bundle_and_resumes(tmp_path: Path) -> None:
+    data = tmp_path / "en-de"
+    folder = data / "general"
+    folder.mkdir(parents=True)
+    for split, n, seed in (("train", 400, 1), ("dev", 10, 2)):
+        pairs = toy_pairs(n, seed)
+        (folder / f"{split}.en").write_text("".join(e + "\n" for e, _ in pairs))
+        (folder / f"{split}.de").write_text("".join(d + "\n" for _, d in pairs))
+    (data / "manifest.json").write_text(json.dumps({"languages": {"source": "en", "target": "de"}}))
+    config = tmp_path / "cfg.json"
+    model = {"d_model": 32, "n_heads": 2, "enc_layers": 1, "dec_layers": 1, "d_ff": 64}
+    config.write_text(json.dumps({"model": model, "max_steps": 10, "save_every": 5, "bf16": False}))
+    run, out = tmp_path / "run", tmp_path / "bundle"
+    args = ["train", "--data", str(data), "--run", str(run), "--out", str(out)]
+    args += ["--config", str(config), "--vocab-size", "300"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["training"]["steps"] == 10
+    assert (out / "spm.model").is_file()
+    res = runner.invoke(app, [*args, "--max-steps", "15"])
+    assert res.exit_code == 0, res.output
+    assert "resumed from ckpt-0000010" in res.output
+    assert json.loads((out / "manifest.json").read_text())["training"]["steps"] == 15
+
+
+def test_train_rejects_unknown_config_key(tmp_path: Path) -> None:
+    data = tmp_path / "en-de"
+    data.mkdir()
+    (data / "manifest.json").write_text(json.dumps({"languages": {"source": "en", "target": "de"}}))
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps({"learning_rate": 1}))
+    res = runner.invoke(app, ["train", "--data", str(data), "--config", str(config)])
+    assert res.exit_code == 2
+    assert "learning_rate" in res.output
+
+
+def test_data_prepare_offline_names_missing_package(tmp_path: Path) -> None:
+    args = ["data", "prepare", "--out", str(tmp_path / "d"), "--cache", str(tmp_path / "c")]
+    res = runner.invoke(app, [*args, "--offline"])
+    assert res.exit_code == 2
+    assert "trans-de-en" in res.output and not (tmp_path / "d" / "en-de").exists()
