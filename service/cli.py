@@ -22,7 +22,7 @@ DOMAINS = "general,bible,medical,software-docs"
 
 
 def _log(msg: str) -> None:
-    err.print(msg, highlight=False)
+    err.print(msg, highlight=False, markup=False)
 
 
 def _fail(msg: str) -> None:
