@@ -1,0 +1,46 @@
+"""What every retrieval method returns and the one call it answers.
+
+Methods (IDF sentence, IDF n-gram, dense n-gram) differ only in how they score; the service,
+the `neighbours` job and the retrieval-memory model see `Retriever.search` and `Neighbour`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    """One retrieved training pair and why it was retrieved.
+
+    `span` is the half-open token range ``[start, end)`` of the query that matched, in the
+    method's token view (words for the sparse methods, sub-words for the dense one); None when
+    the whole sentence was compared. `matched` is the text of the neighbour's side of the
+    match: the corpus n-gram for n-gram methods, the shared terms for sentence retrieval.
+    """
+
+    pair_id: int
+    source: str
+    target: str
+    score: float
+    span: tuple[int, int] | None
+    matched: str
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """A batch of source sentences in, for each a ranked list of at most `k` neighbours out.
+
+    `exclude`, when given, holds for each query the pair ids it must never retrieve (the
+    query's own pair when neighbours are precomputed for a training corpus); they are skipped
+    before ranking, so they do not cost a neighbour slot.
+    """
+
+    def search(
+        self,
+        queries: Sequence[str],
+        k: int,
+        exclude: Sequence[Collection[int]] | None = None,
+    ) -> list[list[Neighbour]]: ...

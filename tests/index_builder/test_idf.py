@@ -1,0 +1,267 @@
+"""IDF sentence and n-gram retrieval: hand-computed values, the reduced n-gram set, and
+agreement with a brute-force reference on random corpora (with and without pruning)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from index_builder.columns import PairTexts
+from index_builder.retrieval.base import Neighbour, Retriever
+from index_builder.retrieval.idf import IdfNgramParams, IdfNgramRetriever, IdfSentenceRetriever
+from index_builder.retrieval.inverted import RowSearch
+from index_builder.retrieval.ngrams import ngram_spans
+from index_builder.retrieval.text import tokenize
+
+HAND = ["a b c", "a b", "a d", "e"]
+
+
+def _pairs(sources: list[str]) -> PairTexts:
+    return PairTexts.from_strings(sources, [s.upper() for s in sources])
+
+
+# --- hand-computed ------------------------------------------------------------------------
+
+
+def test_sentence_similarities_by_hand() -> None:
+    # f_a = log(4/3), f_b = log 2, f_c = f_d = f_e = log 4.
+    fa, fb, f4 = math.log(4 / 3), math.log(2), math.log(4)
+    r = IdfSentenceRetriever.build(_pairs(HAND))
+    assert isinstance(r, Retriever)
+    (got,) = r.search(["a b"], k=10)
+    # "e" shares no term with the query: not a neighbour.
+    assert [n.pair_id for n in got] == [1, 0, 2]
+    expected = [
+        2 * (fa + fb) - (fa + fb),  # {a,b} vs {a,b}
+        2 * (fa + fb) - (fa + fb + f4),  # vs {a,b,c}
+        2 * fa - (fa + fb + f4),  # vs {a,d}
+    ]
+    assert [n.score for n in got] == pytest.approx(expected, abs=1e-9)
+    assert got[0] == Neighbour(1, "a b", "A B", pytest.approx(expected[0]), None, "a b")
+    assert got[2].matched == "a"
+
+
+def test_unknown_query_term_lowers_scores_not_ranking() -> None:
+    r = IdfSentenceRetriever.build(_pairs(HAND))
+    plain, with_oov = r.search(["a b", "a b zzz"], k=3)
+    assert [n.pair_id for n in plain] == [n.pair_id for n in with_oov]
+    shift = [p.score - o.score for p, o in zip(plain, with_oov, strict=True)]
+    assert shift == pytest.approx([math.log(4)] * 3)
+
+
+def test_no_shared_term_no_neighbour() -> None:
+    r = IdfSentenceRetriever.build(_pairs(HAND))
+    assert r.search(["zzz yyy", "!"], k=5) == [[], []]
+    n = IdfNgramRetriever.build(_pairs(HAND), IdfNgramParams(widths=(2,)))
+    assert n.search(["zzz yyy"], k=5) == [[]]
+
+
+@pytest.mark.parametrize(
+    ("n_tokens", "width", "spans"),
+    [
+        (10, 6, [(0, 6), (3, 9), (6, 10)]),  # 1-based starts 1, 4, 7: i mod 3 == 1
+        (9, 6, [(0, 6), (3, 9)]),  # (6, 9) would sit inside (3, 9)
+        (3, 6, [(0, 3)]),  # shorter than n: the whole sentence
+        (7, 4, [(0, 4), (2, 6), (4, 7)]),
+        (7, 5, [(0, 5), (2, 7)]),  # odd width: stride 2
+        (5, 2, [(0, 2), (1, 3), (2, 4), (3, 5)]),  # n = 2: every position
+        (1, 1, [(0, 1)]),
+        (0, 4, []),
+    ],
+)
+def test_reduced_ngram_spans_by_hand(
+    n_tokens: int, width: int, spans: list[tuple[int, int]]
+) -> None:
+    assert ngram_spans(n_tokens, width) == spans
+
+
+def test_all_positions_and_counts() -> None:
+    assert ngram_spans(5, 3, stride=1) == [(0, 3), (1, 4), (2, 5)]
+    for n_tokens in range(1, 40):
+        for width in range(1, 12):
+            s = max(1, width // 2)
+            expected = 1 + math.ceil(max(0, n_tokens - width) / s)
+            assert len(ngram_spans(n_tokens, width)) == expected
+
+
+def test_tokenize() -> None:
+    assert tokenize("Don't  OPEN the File-Menu, %s!") == [
+        "don't", "open", "the", "file", "-", "menu", ",", "%", "s", "!",
+    ]  # fmt: skip
+    assert tokenize("ＡＢＣ") == ["abc"]  # NFKC folds full-width letters
+
+
+# --- de-duplication and neighbour counts --------------------------------------------------
+
+
+def _chain_corpus(n_words: int) -> tuple[list[str], list[str]]:
+    """Sentence 0 contains every query word; sentence i+1 holds word i once, with filler."""
+    words = [f"w{i}" for i in range(n_words)]
+    corpus = [" ".join(words)] + [f"{w} filler{i}" for i, w in enumerate(words)]
+    return corpus, words
+
+
+@pytest.mark.parametrize("length", [3, 6, 12])
+def test_one_distinct_neighbour_per_reduced_ngram(length: int) -> None:
+    corpus, words = _chain_corpus(12)
+    r = IdfNgramRetriever.build(_pairs(corpus), IdfNgramParams(widths=(2,)))
+    (got,) = r.search([" ".join(words[:length])], k=100)
+    assert len(got) == length - 1  # one per bigram: grows with the sentence
+    ids = [n.pair_id for n in got]
+    assert len(set(ids)) == len(ids)
+    assert ids[0] == 0  # the best match is taken once, then skipped
+    assert [n.span for n in got[1:]] == sorted(n.span for n in got[1:])
+    (capped,) = r.search([" ".join(words[:length])], k=2)
+    assert [n.pair_id for n in capped] == ids[:2]  # the cap keeps the best, in order
+
+
+def test_ngram_provenance() -> None:
+    corpus = ["open the file menu now", "close the door", "menu bar"]
+    r = IdfNgramRetriever.build(_pairs(corpus), IdfNgramParams(widths=(4, 2)))
+    (got,) = r.search(["please open the file menu"], k=5)
+    # The first reduced 4-gram, "please open the file", matches the corpus 4-gram at 0..4.
+    best = got[0]
+    assert (best.pair_id, best.span, best.matched) == (0, (0, 4), "open the file menu")
+    assert best.target == "OPEN THE FILE MENU NOW"
+    by_id = {n.pair_id: n for n in got}
+    assert by_id[2].matched == "menu bar" and by_id[2].span == (2, 5)  # "the file menu"
+
+
+def test_exclude() -> None:
+    corpus = ["a b c d", "a b c d", "a b x"]
+    for r in (
+        IdfSentenceRetriever.build(_pairs(corpus)),
+        IdfNgramRetriever.build(_pairs(corpus), IdfNgramParams(widths=(4, 2))),
+    ):
+        (got,) = r.search(["a b c d"], k=3, exclude=[{0}])
+        assert 0 not in [n.pair_id for n in got]
+        assert got[0].pair_id == 1  # the duplicate is the next best
+        (got,) = r.search(["a b c d"], k=3, exclude=[{0, 1, 2}])
+        assert got == []
+
+
+def test_bad_arguments() -> None:
+    r = IdfSentenceRetriever.build(_pairs(HAND))
+    with pytest.raises(ValueError, match="k must be"):
+        r.search(["a"], k=0)
+    with pytest.raises(TypeError):
+        r.search("a b", k=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="exclude"):
+        r.search(["a"], k=1, exclude=[])
+    with pytest.raises(ValueError, match="widths"):
+        IdfNgramParams(widths=(4, 4))
+    with pytest.raises(ValueError, match="unknown"):
+        IdfNgramParams.from_dict({"widths": [2], "stride": 3})
+
+
+def test_pruning_settles_rows_with_a_rare_term() -> None:
+    corpus = [f"the of and w{i}" for i in range(60)] + ["the rare of", "rare"]
+    r = IdfSentenceRetriever.build(_pairs(corpus), heavy_df=10)
+    rows = r.terms.query_terms([["the", "rare", "of"], ["the", "of"]])
+    search = RowSearch(r.index, rows)
+    assert [i for i, _ in search.top(0, 2)] == [60, 61]
+    assert search.full_rows == 0  # "rare" alone found both; "the"/"of" only checked
+    assert len(search.top(1, 3)) == 3  # only heavy terms: recomputed with all of them
+    assert search.full_rows == 1
+
+
+# --- brute-force reference ----------------------------------------------------------------
+
+
+class Reference:
+    """The definitions, written out with Python sets and loops over the whole corpus."""
+
+    def __init__(self, corpus: list[str]) -> None:
+        self.toks = [tokenize(s) for s in corpus]
+        n = len(corpus)
+        df: dict[str, int] = {}
+        for t in self.toks:
+            for w in set(t):
+                df[w] = df.get(w, 0) + 1
+        self.f = {w: math.log(n / c) for w, c in df.items()}
+        self.f_unknown = math.log(n)
+
+    def weight(self, terms: set[str]) -> float:
+        return sum(self.f.get(t, self.f_unknown) for t in terms)
+
+    def key(self, q: set[str], c: set[str]) -> float | None:
+        """3 I - |c| when q and c share a positive-IDF term, else None (not a candidate)."""
+        inter = sum(self.f[t] for t in q & c)
+        return round(3 * inter - self.weight(c), 9) if inter > 0 else None
+
+    def sentences(self, query: str, k: int, banned: set[int]) -> list[tuple[int, float]]:
+        q = set(tokenize(query))
+        found = []
+        for i, t in enumerate(self.toks):
+            key = self.key(q, set(t))
+            if key is not None and i not in banned:
+                found.append((-key, i))
+        found.sort()
+        return [(i, -neg - self.weight(q)) for neg, i in found[:k]]
+
+    def ngrams(
+        self, query: str, k: int, widths: tuple[int, ...], all_positions: bool, banned: set[int]
+    ) -> list[tuple[int, float, tuple[int, int], str]]:
+        qt = tokenize(query)
+        banned = set(banned)
+        taken = []
+        for w in sorted(widths, reverse=True):
+            for a, b in ngram_spans(len(qt), w):
+                q = set(qt[a:b])
+                best = None
+                for i, t in enumerate(self.toks):
+                    if i in banned:
+                        continue
+                    for s, e in ngram_spans(len(t), w, 1 if all_positions else None):
+                        key = self.key(q, set(t[s:e]))
+                        if key is not None and (best is None or key > best[0]):
+                            best = (key, i, " ".join(t[s:e]))
+                if best is not None:
+                    banned.add(best[1])
+                    taken.append((best[1], best[0] - self.weight(q), (a, b), best[2]))
+        order = sorted(range(len(taken)), key=lambda j: (-round(taken[j][1], 9), j))
+        return [taken[j] for j in order[:k]]
+
+
+def _random_corpus(rng: random.Random, n: int, vocab: int) -> list[str]:
+    words = [f"w{i}" for i in range(vocab)]
+    weights = [1 / (i + 1) for i in range(vocab)]  # Zipf: some terms are in most sentences
+    return [" ".join(rng.choices(words, weights, k=rng.randint(1, 12))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("heavy_df", [None, 0, 3, 10**9])
+def test_sentence_search_equals_brute_force(heavy_df: int | None) -> None:
+    rng = random.Random(7)
+    corpus = _random_corpus(rng, 80, 30)
+    queries = _random_corpus(rng, 25, 34) + corpus[:5] + ["w0", "w0 w1 w2 w3"]
+    exclude = [set(rng.sample(range(80), rng.randint(0, 3))) for _ in queries]
+    ref = Reference(corpus)
+    r = IdfSentenceRetriever.build(_pairs(corpus), heavy_df=heavy_df)
+    for k in (1, 5, 20):
+        got = r.search(queries, k, exclude)
+        for q, g, ex in zip(queries, got, exclude, strict=True):
+            want = ref.sentences(q, k, ex)
+            assert [n.pair_id for n in g] == [i for i, _ in want], q
+            assert [n.score for n in g] == pytest.approx([s for _, s in want], abs=1e-8)
+
+
+@pytest.mark.parametrize("heavy_df", [None, 0, 5, 10**9])
+@pytest.mark.parametrize("all_positions", [False, True])
+def test_ngram_search_equals_brute_force(heavy_df: int | None, all_positions: bool) -> None:
+    rng = random.Random(11)
+    corpus = _random_corpus(rng, 50, 25)
+    queries = _random_corpus(rng, 12, 28) + corpus[:3]
+    exclude = [set(rng.sample(range(50), rng.randint(0, 2))) for _ in queries]
+    params = IdfNgramParams(widths=(2, 3, 6), all_positions=all_positions)
+    ref = Reference(corpus)
+    r = IdfNgramRetriever.build(_pairs(corpus), params, heavy_df=heavy_df)
+    for k in (1, 4, 30):
+        got = r.search(queries, k, exclude)
+        for q, g, ex in zip(queries, got, exclude, strict=True):
+            want = ref.ngrams(q, k, params.widths, all_positions, ex)
+            assert [(n.pair_id, n.span, n.matched) for n in g] == [
+                (i, span, m) for i, _, span, m in want
+            ], q
+            assert [n.score for n in g] == pytest.approx([s for _, s, _, _ in want], abs=1e-8)
