@@ -162,7 +162,8 @@ class IdfSentenceRetriever:
         for q, toks in enumerate(tokens):
             banned = exclude[q] if exclude is not None else ()
             found = search.top(q, k, banned)
-            out.append([self._neighbour(toks, item, key - rows.weight[q]) for item, key in found])
+            weight = float(rows.weight[q])
+            out.append([self._neighbour(toks, item, key - weight) for item, key in found])
         return out
 
     def _neighbour(self, query_tokens: list[str], pair_id: int, score: float) -> Neighbour:

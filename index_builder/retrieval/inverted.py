@@ -58,6 +58,7 @@ class InvertedIndex:
     ) -> InvertedIndex:
         """Wrap stored postings; derive |c| per item. `heavy_df` None: a size-based default."""
         n_items = len(owner)
+        _check_postings(indptr, indices, len(idf), n_items)
         data = np.ones(len(indices), dtype=np.float64)
         postings = sp.csr_matrix((data, indices, indptr), shape=(len(idf), n_items), copy=False)
         postings.has_sorted_indices = True  # written sorted by `build_postings`
@@ -70,6 +71,23 @@ class InvertedIndex:
     @property
     def n_items(self) -> int:
         return self.postings.shape[1]
+
+
+def _check_postings(indptr: np.ndarray, indices: np.ndarray, n_vocab: int, n_items: int) -> None:
+    """Refuse postings that would make scipy read out of bounds (a damaged or foreign store)."""
+    if indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu":
+        raise ValueError("postings must be integer arrays")
+    if len(indptr) != n_vocab + 1 or indptr[0] != 0 or indptr[-1] != len(indices):
+        raise ValueError(f"postings pointer does not fit {n_vocab} terms, {len(indices)} entries")
+    if np.any(np.diff(indptr) < 0):
+        raise ValueError("postings pointer decreases")
+    if len(indices) and (indices.min() < 0 or indices.max() >= n_items):
+        raise ValueError(f"postings name items outside 0..{n_items - 1}")
+    rising = np.diff(indices.astype(np.int64)) > 0
+    starts = indptr[1:-1]
+    rising[starts[(starts > 0) & (starts < len(indices))] - 1] = True  # a new term's list
+    if not rising.all():
+        raise ValueError("postings are not sorted and distinct within a term")
 
 
 def default_heavy_df(n_items: int) -> int:
