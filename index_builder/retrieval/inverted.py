@@ -14,9 +14,13 @@ Pruning: a frequent ("heavy") term's posting list can cover most of the corpus, 
 every query contains one. The product is first taken over the query's light terms only; the
 heavy terms' share of I is then added for those candidates by binary search in the (sorted)
 heavy posting lists. An item reached only through heavy terms H has I <= |H| and |c| >= I, so
-its key is at most 2 |H|; when the k-th best light candidate scores above that, the answer is
-exact, otherwise the row is recomputed with all its terms. The answer never depends on the
-pruning, only the time does (tests compare against brute force with pruning on and off).
+its key is at most 2 |H|; when the k-th best candidate scores above that, the answer is
+exact. Otherwise the rarest heavy terms join the candidate set until the rest, H', has
+2 |H'| below the k-th key found so far (which can only rise), and that answer is exact; only
+when nearly everything would join is the row recomputed with all its terms at once. Before
+all this, for k = 1, an item with exactly the query's term set is looked up by hash: it is
+the best possible match. The answer never depends on the pruning, only the time does (tests
+compare against brute force with pruning on and off).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class InvertedIndex:
     owner: np.ndarray  # (G,) int
     item_weight: np.ndarray  # (G,) float64: |c|, the sum of f over the item's distinct terms
     heavy_df: int  # terms in more than this many items are "heavy" (pruned first)
+    sets: ExactSets  # items by their set of positive-IDF terms
 
     @classmethod
     def from_arrays(
@@ -66,11 +71,51 @@ class InvertedIndex:
         item_weight = np.bincount(indices, weights=idf[term_of_entry], minlength=n_items)
         if heavy_df is None:
             heavy_df = default_heavy_df(n_items)
-        return cls(postings, idf, owner, item_weight, heavy_df)
+        sets = ExactSets.build(indices, term_of_entry, idf, n_items)
+        return cls(postings, idf, owner, item_weight, heavy_df, sets)
 
     @property
     def n_items(self) -> int:
         return self.postings.shape[1]
+
+
+@dataclass(frozen=True)
+class ExactSets:
+    """Items grouped by their set of positive-IDF terms, through an order-free 64-bit hash.
+
+    An item whose positive terms are exactly the query's has the highest possible key,
+    ``2 |q|`` (3I - |c| <= 2I <= 2|q|, with equality only for the same set), so when one
+    exists it is the answer and no product is needed. Most query n-grams made only of
+    frequent words ("and the", "of the lord") have such a twin; they are the expensive ones.
+    Hash hits are verified against the postings, so a collision cannot change an answer.
+    """
+
+    term_hash: np.ndarray  # (V,) uint64; 0 for terms with f = 0
+    sorted_hash: np.ndarray  # (G,) uint64, ascending
+    order: np.ndarray  # (G,) items in hash order, ascending item within equal hashes
+    n_terms: np.ndarray  # (G,) number of positive-IDF terms of each item
+
+    @classmethod
+    def build(
+        cls, indices: np.ndarray, term_of_entry: np.ndarray, idf: np.ndarray, n_items: int
+    ) -> ExactSets:
+        rng = np.random.default_rng(20190602)  # fixed: hashes are rebuilt at every load
+        term_hash = rng.integers(1, 2**64 - 1, size=len(idf), dtype=np.uint64, endpoint=True)
+        term_hash[idf <= 0] = 0
+        item_hash = np.zeros(n_items, dtype=np.uint64)
+        np.add.at(item_hash, indices, term_hash[term_of_entry])  # wraps mod 2^64
+        positive = idf[term_of_entry] > 0
+        n_terms = np.bincount(indices[positive], minlength=n_items).astype(np.int32)
+        order = np.argsort(item_hash, kind="stable")
+        return cls(term_hash, item_hash[order], order, n_terms)
+
+    def same_set(self, terms: np.ndarray) -> np.ndarray:
+        """Items (ascending) whose positive-term hash and count match `terms` (unverified)."""
+        h = self.term_hash[terms].sum(dtype=np.uint64)  # wraps mod 2^64, like the build
+        lo = np.searchsorted(self.sorted_hash, h, side="left")
+        hi = np.searchsorted(self.sorted_hash, h, side="right")
+        found = self.order[lo:hi]  # ascending item order: the argsort was stable
+        return found[self.n_terms[found] == len(terms)]
 
 
 def _check_postings(indptr: np.ndarray, indices: np.ndarray, n_vocab: int, n_items: int) -> None:
@@ -119,18 +164,6 @@ class QueryTerms:
     weight: np.ndarray
 
 
-def _select(keys: np.ndarray, items: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the k best by (key descending, item ascending)."""
-    if len(keys) > k:
-        kth = np.partition(keys, len(keys) - k)[len(keys) - k]
-        keep = np.flatnonzero(keys >= kth)
-        keys, items = keys[keep], items[keep]
-    else:
-        keep = np.arange(len(keys))
-    order = np.lexsort((items, -keys))[:k]
-    return keep[order]
-
-
 class RowSearch:
     """Scores a batch of query rows against one index; `top` answers one row at a time.
 
@@ -154,35 +187,135 @@ class RowSearch:
         )
         self._heavy.eliminate_zeros()
         self._cand = (self._light @ index.postings).tocsr()  # (M, G): light share of I
-        self.full_rows = 0  # rows the pruning could not settle (for tests and benchmarks)
+        # How often pruning needed help (for tests and benchmarks): rows whose candidate set
+        # was widened by some heavy terms, and rows computed with all their terms.
+        self.expanded_rows = 0
+        self.full_rows = 0
 
     def top(self, row: int, k: int, banned: Collection[int] = ()) -> list[tuple[int, float]]:
         """The k best (item, 3I - |c|) of `row` whose owner is not banned, best first."""
         idx = self.index
+        q = self.queries.matrix
+        terms = q.indices[q.indptr[row] : q.indptr[row + 1]]
+        f_terms = q.data[q.indptr[row] : q.indptr[row + 1]]
+        if not len(terms):
+            return []
+        if k == 1:
+            hit = self._exact(terms, banned)
+            if hit is not None:
+                return [(hit, round(2.0 * float(f_terms.sum()), DECIMALS))]
         lo, hi = self._cand.indptr[row], self._cand.indptr[row + 1]
         items = self._cand.indices[lo:hi]
         inter = self._cand.data[lo:hi].copy()
         hlo, hhi = self._heavy.indptr[row], self._heavy.indptr[row + 1]
         heavy_ids, heavy_f = self._heavy.indices[hlo:hhi], self._heavy.data[hlo:hhi]
-        for term, f in zip(heavy_ids, heavy_f, strict=True):
-            plist = idx.postings.indices[idx.postings.indptr[term] : idx.postings.indptr[term + 1]]
-            pos = np.minimum(np.searchsorted(plist, items), len(plist) - 1)
-            inter += f * (plist[pos] == items)
-        best = self._best(items, inter, k, banned)
-        bound = 2.0 * float(heavy_f.sum())
-        if len(heavy_ids) and (len(best) < k or best[-1][1] <= bound + _MARGIN):
-            self.full_rows += 1
-            full = self.queries.matrix[row] @ idx.postings  # every term: exact, slower
-            best = self._best(full.indices, full.data, k, banned)
-        return best
+        heavy = list(zip(heavy_ids.tolist(), heavy_f.tolist(), strict=True))
+        for term, f in heavy:
+            inter += f * _member(self._plist(term), items)
+        heavy.sort(key=lambda tf: -tf[1])  # rarest first: the cheapest to move into the product
+        moved_size = 0
+        while True:
+            best = self._best(items, inter, k, banned)
+            bound = 2.0 * sum(f for _, f in heavy)
+            if not heavy or (len(best) == k and best[-1][1] > bound + _MARGIN):
+                return best
+            # Move the rarest heavy terms into the candidate set until the items reachable
+            # only through the rest cannot reach the current k-th key (one term if no k-th).
+            target = best[-1][1] - _MARGIN if len(best) == k else np.inf
+            moved = []
+            while heavy and (not moved or 2.0 * sum(f for _, f in heavy) >= target):
+                moved.append(heavy.pop(0)[0])
+            moved_size += sum(len(self._plist(t)) for t in moved)
+            if not heavy or moved_size > self.index.n_items // 8:
+                self.full_rows += 1
+                full = q[row] @ idx.postings  # every term at once
+                return self._best(full.indices, full.data, k, banned)
+            self.expanded_rows += 1
+            items = np.union1d(items, np.concatenate([self._plist(t) for t in moved]))
+            inter = np.zeros(len(items))
+            for t, f in zip(terms.tolist(), f_terms.tolist(), strict=True):
+                inter += f * _member(self._plist(t), items)
+
+    def _plist(self, term: int) -> np.ndarray:
+        p = self.index.postings
+        return p.indices[p.indptr[term] : p.indptr[term + 1]]
+
+    def _exact(self, terms: np.ndarray, banned: Collection[int]) -> int | None:
+        """The first item with exactly the row's positive terms and an allowed owner."""
+        idx, p = self.index, self.index.postings
+        found = idx.sets.same_set(terms)
+        if banned and len(found) > 64:  # look at the first few before masking them all
+            head = found[:64]
+            allowed = [int(i) for i in head if int(idx.owner[i]) not in banned]
+            found = np.asarray(allowed, dtype=found.dtype) if allowed else found[64:]
+            if not allowed:
+                found = found[~np.isin(idx.owner[found], np.fromiter(banned, dtype=np.int64))]
+        elif banned:
+            found = [int(i) for i in found if int(idx.owner[i]) not in banned]
+        for item in found[:8]:  # beyond the first, only a hash collision could fail
+            item = int(item)
+            if all(_contains(p.indices[p.indptr[t] : p.indptr[t + 1]], item) for t in terms):
+                return item
+        return None
 
     def _best(
         self, items: np.ndarray, inter: np.ndarray, k: int, banned: Collection[int]
     ) -> list[tuple[int, float]]:
+        """Top k by (rounded key descending, item ascending), banned owners left out.
+
+        Only candidates within a hair of the k-th key are rounded and sorted.
+        """
         idx = self.index
-        keys = np.round(3.0 * inter - idx.item_weight[items], DECIMALS)
+        keys = 3.0 * inter - idx.item_weight[items]
+        if k == 1:
+            return self._best1(items, keys, banned)
         if banned:
             ok = ~np.isin(idx.owner[items], np.fromiter(banned, dtype=np.int64))
             items, keys = items[ok], keys[ok]
-        pick = _select(keys, items, k)
-        return [(int(items[i]), float(keys[i])) for i in pick]
+        if len(keys) > k:
+            kth = np.partition(keys, len(keys) - k)[len(keys) - k]
+            near = np.flatnonzero(keys >= kth - _MARGIN)
+            items, keys = items[near], keys[near]
+        keys = np.round(keys, DECIMALS)
+        order = np.lexsort((items, -keys))[:k]
+        return [(int(items[i]), float(keys[i])) for i in order]
+
+    def _best1(
+        self, items: np.ndarray, keys: np.ndarray, banned: Collection[int]
+    ) -> list[tuple[int, float]]:
+        """`_best` for k = 1 without a pass over all candidates per banned owner.
+
+        Takes the top group (equal rounded key); if all its owners are banned, drops every
+        candidate of those owners and looks again: at most len(banned) + 1 rounds. `keys` is
+        the caller's scratch array and is overwritten.
+        """
+        owners = self.index.owner[items] if banned else None
+        while len(keys):
+            m = keys.max()
+            if m == -np.inf:
+                break
+            near = np.flatnonzero(keys >= m - _MARGIN)
+            rounded = np.round(keys[near], DECIMALS)
+            group = near[rounded == rounded.max()]
+            group = group[np.argsort(items[group], kind="stable")]
+            if owners is None:
+                return [(int(items[group[0]]), float(rounded.max()))]
+            for i in group:
+                if int(owners[i]) not in banned:
+                    return [(int(items[i]), float(rounded.max()))]
+            for o in set(owners[group].tolist()):
+                keys[owners == o] = -np.inf
+        return []
+
+
+def _member(sorted_ids: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """Boolean mask: which `items` occur in the sorted array `sorted_ids`."""
+    if not len(sorted_ids):
+        return np.zeros(len(items), dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_ids, items), len(sorted_ids) - 1)
+    return sorted_ids[pos] == items
+
+
+def _contains(sorted_ids: np.ndarray, item: int) -> bool:
+    pos = int(np.searchsorted(sorted_ids, item))
+    return pos < len(sorted_ids) and int(sorted_ids[pos]) == item

@@ -231,6 +231,29 @@ def _random_corpus(rng: random.Random, n: int, vocab: int) -> list[str]:
     return [" ".join(rng.choices(words, weights, k=rng.randint(1, 12))) for _ in range(n)]
 
 
+@pytest.fixture()
+def paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts which search paths ran, so the exactness tests provably cover each of them."""
+    counts = {"exact": 0, "expanded": 0, "full": 0}
+    top, exact = RowSearch.top, RowSearch._exact
+
+    def counting_top(self: RowSearch, *args: object) -> list:
+        before = (self.expanded_rows, self.full_rows)
+        out = top(self, *args)
+        counts["expanded"] += self.expanded_rows - before[0]
+        counts["full"] += self.full_rows - before[1]
+        return out
+
+    def counting_exact(self: RowSearch, *args: object) -> int | None:
+        hit = exact(self, *args)
+        counts["exact"] += hit is not None
+        return hit
+
+    monkeypatch.setattr(RowSearch, "top", counting_top)
+    monkeypatch.setattr(RowSearch, "_exact", counting_exact)
+    return counts
+
+
 @pytest.mark.parametrize("heavy_df", [None, 0, 3, 10**9])
 def test_sentence_search_equals_brute_force(heavy_df: int | None) -> None:
     rng = random.Random(7)
@@ -249,7 +272,9 @@ def test_sentence_search_equals_brute_force(heavy_df: int | None) -> None:
 
 @pytest.mark.parametrize("heavy_df", [None, 0, 5, 10**9])
 @pytest.mark.parametrize("all_positions", [False, True])
-def test_ngram_search_equals_brute_force(heavy_df: int | None, all_positions: bool) -> None:
+def test_ngram_search_equals_brute_force(
+    heavy_df: int | None, all_positions: bool, paths: dict[str, int]
+) -> None:
     rng = random.Random(11)
     corpus = _random_corpus(rng, 50, 25)
     queries = _random_corpus(rng, 12, 28) + corpus[:3]
@@ -265,3 +290,8 @@ def test_ngram_search_equals_brute_force(heavy_df: int | None, all_positions: bo
                 (i, span, m) for i, _, span, m in want
             ], q
             assert [n.score for n in g] == pytest.approx([s for _, s, _, _ in want], abs=1e-8)
+    assert paths["exact"] > 0  # the hash path was taken, and agreed
+    if heavy_df in (0, 5):
+        assert paths["expanded"] > 0 and paths["full"] > 0  # so were both fallbacks
+    if heavy_df == 10**9:
+        assert paths["expanded"] == paths["full"] == 0  # no heavy terms: no pruning at all
