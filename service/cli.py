@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,7 +66,7 @@ def train(
     run: Path = typer.Option(Path("runs/base"), help="run directory (resumes if present)"),
     out: Path = typer.Option(Path("runs/base/bundle"), help="bundle written at the end"),
     config: Path = typer.Option(
-        Path(__file__).resolve().parent.parent / "models/configs/transformer-en-de.json",
+        Path(find_spec("models").submodule_search_locations[0]) / "configs/transformer-en-de.json",
         help="training config JSON (TrainConfig fields)",
     ),
     max_hours: float = typer.Option(None, help="override the config's time budget"),

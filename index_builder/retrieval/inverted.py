@@ -109,13 +109,16 @@ class ExactSets:
         order = np.argsort(item_hash, kind="stable")
         return cls(term_hash, item_hash[order], order, n_terms)
 
-    def same_set(self, terms: np.ndarray) -> np.ndarray:
-        """Items (ascending) whose positive-term hash and count match `terms` (unverified)."""
-        h = self.term_hash[terms].sum(dtype=np.uint64)  # wraps mod 2^64, like the build
+    def ranges(self, rows: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+        """For each row (a term set), the range of `order` holding items with its hash."""
+        h = np.zeros(rows.shape[0], dtype=np.uint64)
+        nonempty = np.diff(rows.indptr) > 0
+        if nonempty.any():
+            sums = np.add.reduceat(self.term_hash[rows.indices], rows.indptr[:-1][nonempty])
+            h[nonempty] = sums  # uint64 additions wrap mod 2^64, like the build
         lo = np.searchsorted(self.sorted_hash, h, side="left")
         hi = np.searchsorted(self.sorted_hash, h, side="right")
-        found = self.order[lo:hi]  # ascending item order: the argsort was stable
-        return found[self.n_terms[found] == len(terms)]
+        return lo, hi
 
 
 def _check_postings(indptr: np.ndarray, indices: np.ndarray, n_vocab: int, n_items: int) -> None:
@@ -187,6 +190,7 @@ class RowSearch:
         )
         self._heavy.eliminate_zeros()
         self._cand = (self._light @ index.postings).tocsr()  # (M, G): light share of I
+        self._twin_lo, self._twin_hi = index.sets.ranges(q)
         # How often pruning needed help (for tests and benchmarks): rows whose candidate set
         # was widened by some heavy terms, and rows computed with all their terms.
         self.expanded_rows = 0
@@ -201,7 +205,7 @@ class RowSearch:
         if not len(terms):
             return []
         if k == 1:
-            hit = self._exact(terms, banned)
+            hit = self._exact(row, terms, banned)
             if hit is not None:
                 return [(hit, round(2.0 * float(f_terms.sum()), DECIMALS))]
         lo, hi = self._cand.indptr[row], self._cand.indptr[row + 1]
@@ -240,19 +244,23 @@ class RowSearch:
         p = self.index.postings
         return p.indices[p.indptr[term] : p.indptr[term + 1]]
 
-    def _exact(self, terms: np.ndarray, banned: Collection[int]) -> int | None:
+    def _exact(self, row: int, terms: np.ndarray, banned: Collection[int]) -> int | None:
         """The first item with exactly the row's positive terms and an allowed owner."""
         idx, p = self.index, self.index.postings
-        found = idx.sets.same_set(terms)
-        if banned and len(found) > 64:  # look at the first few before masking them all
-            head = found[:64]
-            allowed = [int(i) for i in head if int(idx.owner[i]) not in banned]
-            found = np.asarray(allowed, dtype=found.dtype) if allowed else found[64:]
-            if not allowed:
+        lo, hi = int(self._twin_lo[row]), int(self._twin_hi[row])
+        if lo == hi:
+            return None
+        found = idx.sets.order[lo:hi]  # ascending items: the argsort was stable
+        found = found[idx.sets.n_terms[found] == len(terms)]
+        if banned:
+            first = found[:64]
+            owners = idx.owner[first].tolist()
+            head = [i for i, o in zip(first.tolist(), owners, strict=True) if o not in banned]
+            if head or len(found) <= 64:
+                found = head
+            else:
                 found = found[~np.isin(idx.owner[found], np.fromiter(banned, dtype=np.int64))]
-        elif banned:
-            found = [int(i) for i in found if int(idx.owner[i]) not in banned]
-        for item in found[:8]:  # beyond the first, only a hash collision could fail
+        for item in found[:8]:  # past the first, only a hash collision could fail the check
             item = int(item)
             if all(_contains(p.indices[p.indptr[t] : p.indptr[t + 1]], item) for t in terms):
                 return item
