@@ -320,10 +320,12 @@ def _member(sorted_ids: np.ndarray, items: np.ndarray) -> np.ndarray:
     """Boolean mask: which `items` occur in the sorted array `sorted_ids`."""
     if not len(sorted_ids):
         return np.zeros(len(items), dtype=bool)
+    items = items.astype(sorted_ids.dtype, copy=False)  # else numpy casts the posting list
     pos = np.minimum(np.searchsorted(sorted_ids, items), len(sorted_ids) - 1)
     return sorted_ids[pos] == items
 
 
 def _contains(sorted_ids: np.ndarray, item: int) -> bool:
-    pos = int(np.searchsorted(sorted_ids, item))
+    # Same dtype as the array: a mismatch makes numpy cast (copy) the whole posting list.
+    pos = int(np.searchsorted(sorted_ids, sorted_ids.dtype.type(item)))
     return pos < len(sorted_ids) and int(sorted_ids[pos]) == item
