@@ -56,6 +56,10 @@ def test_no_shared_term_no_neighbour() -> None:
     assert r.search(["zzz yyy", "!"], k=5) == [[], []]
     n = IdfNgramRetriever.build(_pairs(HAND), IdfNgramParams(widths=(2,)))
     assert n.search(["zzz yyy"], k=5) == [[]]
+    for retriever in (r, n):
+        assert retriever.search([], k=3) == []
+        empty, full = retriever.search(["", "a b"], k=3)
+        assert empty == [] and full
 
 
 @pytest.mark.parametrize(
