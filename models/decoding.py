@@ -9,6 +9,7 @@ and the candidate ranking, which makes `beam_search(beam_size=1)` reproduce `gre
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +19,12 @@ __all__ = ["beam_search", "greedy"]
 
 def _device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
+
+
+def _encode(model: nn.Module, src: Tensor, neighbours: Any) -> Any:
+    """The model's encoder state; `neighbours` go to `encode` only when given, so models
+    without retrieval keep their one-argument `encode`."""
+    return model.encode(src) if neighbours is None else model.encode(src, neighbours)
 
 
 def _length_limits(model: nn.Module, src: Tensor, a: float, b: float) -> list[int]:
@@ -57,16 +64,22 @@ def _row_candidates(lp: Tensor, beam_size: int) -> tuple[Tensor, Tensor]:
 
 @torch.inference_mode()
 def greedy(
-    model: nn.Module, src: Tensor, max_len_a: float = 1.2, max_len_b: float = 10
+    model: nn.Module,
+    src: Tensor,
+    max_len_a: float = 1.2,
+    max_len_b: float = 10,
+    *,
+    neighbours: Any = None,
 ) -> list[list[int]]:
     """Most probable next token at every step; src `(B, S)` right-padded token ids.
 
+    neighbours: retrieved pairs for a retrieval model (e.g. `models.semiparametric.Neighbours`).
     Returns one token list per sentence, without BOS/EOS/pad.
     """
     eos = model.config.eos_id
     src = src.to(_device(model))
     limits = _length_limits(model, src, max_len_a, max_len_b)
-    state = model.encode(src)
+    state = _encode(model, src, neighbours)
     cache = model.init_cache(state)
     alive = list(range(src.size(0)))  # sentence id of each row
     last = torch.full((len(alive),), model.config.bos_id, dtype=torch.long, device=src.device)
@@ -100,11 +113,14 @@ def beam_search(
     length_penalty: float = 1.0,
     max_len_a: float = 1.2,
     max_len_b: float = 10,
+    *,
+    neighbours: Any = None,
 ) -> list[list[int]]:
     """Beam search with GNMT length normalisation score / ((5 + len) / 6) ** length_penalty.
 
     src `(B, S)` right-padded token ids. A sentence stops when K hypotheses have ended (the
     usual early stop) or at its length limit, where EOS is forced. `len` counts the EOS.
+    neighbours: as for `greedy`; the memory is encoded once per sentence, before beam expansion.
     Returns the best hypothesis per sentence, without BOS/EOS/pad.
     """
     if beam_size < 1:
@@ -117,7 +133,8 @@ def beam_search(
     limits = _length_limits(model, src, max_len_a, max_len_b)
 
     # Encode once, then give each sentence K identical rows: row = sentence * K + beam.
-    state = model.encode(src).index_select(torch.arange(n_sent, device=device).repeat_interleave(k))
+    state = _encode(model, src, neighbours)
+    state = state.index_select(torch.arange(n_sent, device=device).repeat_interleave(k))
     cache = model.init_cache(state)
     alive = list(range(n_sent))  # sentence id of each group of K rows
     scores = torch.full((n_sent, k), -math.inf, device=device)  # (A, K) summed log-probs

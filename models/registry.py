@@ -10,6 +10,7 @@ from typing import Any
 
 from torch import nn
 
+from models.semiparametric import SemiParametricConfig, SemiParametricModel
 from models.transformer import Transformer, TransformerConfig
 
 __all__ = ["ARCHITECTURES", "build_model"]
@@ -17,6 +18,7 @@ __all__ = ["ARCHITECTURES", "build_model"]
 # name -> (config class with from_dict/to_dict, model class taking that config)
 ARCHITECTURES: dict[str, tuple[type, type]] = {
     "transformer": (TransformerConfig, Transformer),
+    "semiparametric": (SemiParametricConfig, SemiParametricModel),
 }
 
 

@@ -1,0 +1,399 @@
+"""Semi-parametric Transformer (Bapna & Firat, NAACL 2019): NMT over a retrieved memory.
+
+Retrieved sentence pairs (X_i, Y_i) are encoded into a memory once per sentence; every decoder
+cross-attention layer attends to the source and to that memory and mixes the two contexts with
+a learned scalar gate. The memory encoder comes in three variants, chosen by config so the
+ablations share this file:
+
+- "cstm" (conditional source-target memory): X_i attends to itself and to the encoded current
+  source X; Y_i attends to itself and to the encoded X_i. The memory is the encoded Y_i.
+- "ctm" (conditional target memory): Y_i attends to itself and directly to X; X_i is unused.
+- "tm" (target memory): Y_i is encoded alone.
+
+With no neighbours (or only empty slots) a row's gate is forced to 1, so the model is exactly
+the Transformer it extends; that is how a domain without a retrieval store is served.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from models.layers import (
+    BlockConfig,
+    DecoderLayer,
+    EncoderLayer,
+    EncoderState,
+    FeedForward,
+    MultiHeadAttention,
+)
+from models.transformer import Transformer, TransformerConfig
+
+__all__ = [
+    "MEMORY_MODES",
+    "GatedDecoderLayer",
+    "MemoryEncoder",
+    "Neighbours",
+    "SemiParametricConfig",
+    "SemiParametricModel",
+    "SemiParametricState",
+    "from_transformer",
+]
+
+MEMORY_MODES = ("cstm", "ctm", "tm")
+
+# Gate bias at initialisation: sigmoid(2) ~ 0.88 of each context comes from the source. A model
+# warm-started from a trained baseline then begins close to the baseline (the random memory
+# path only contributes ~12%), yet enough gradient reaches the memory path for it to learn.
+GATE_INIT_BIAS = 2.0
+
+# Fields of TransformerConfig a warm start may change: training settings, not shapes.
+_WARM_START_FREE = frozenset({"dropout", "attn_dropout"})
+
+
+@dataclass(frozen=True)
+class SemiParametricConfig(TransformerConfig):
+    """TransformerConfig plus the retrieved memory; unknown keys fail in `from_dict`."""
+
+    memory_layers: int = 1  # layers encoding each retrieved source and target
+    memory_mode: str = "cstm"  # "cstm" | "ctm" | "tm"
+    max_neighbours: int = 10  # N, retrieved pairs per sentence
+    max_neighbour_len: int = 64  # tokens per retrieved side; the memory has N * this positions
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("memory_layers", "max_neighbours", "max_neighbour_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.memory_mode not in MEMORY_MODES:
+            raise ValueError(f"memory_mode must be one of {MEMORY_MODES}, got {self.memory_mode!r}")
+        if self.max_neighbour_len > self.max_len:
+            raise ValueError(
+                f"max_neighbour_len {self.max_neighbour_len} exceeds max_len {self.max_len}"
+            )
+
+
+# --------------------------------------------------------------------------- inputs and state
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """Retrieved pairs as token ids, right-padded with pad_id; a slot of only padding is absent.
+
+    N may be 0 (no store, or nothing retrieved). Token sequences carry no BOS/EOS.
+    """
+
+    src: Tensor  # (B, N, Ls) retrieved sources (unused by "ctm" and "tm")
+    tgt: Tensor  # (B, N, Lt) retrieved targets
+
+    def __post_init__(self) -> None:
+        if self.src.dim() != 3 or self.tgt.dim() != 3:
+            raise ValueError(
+                f"neighbours must be (B, N, L), got src {tuple(self.src.shape)} "
+                f"and tgt {tuple(self.tgt.shape)}"
+            )
+        if self.src.shape[:2] != self.tgt.shape[:2]:
+            raise ValueError(
+                f"neighbour src {tuple(self.src.shape)} and tgt {tuple(self.tgt.shape)} "
+                "differ in batch or count"
+            )
+
+    @classmethod
+    def empty(cls, batch: int, device: torch.device | str | None = None) -> Neighbours:
+        """No neighbours for any of `batch` sentences (N = 0)."""
+        none = torch.zeros(batch, 0, 0, dtype=torch.long, device=device)
+        return cls(src=none, tgt=none)
+
+    @classmethod
+    def from_lists(
+        cls, pairs: Sequence[Sequence[tuple[Sequence[int], Sequence[int]]]], pad_id: int
+    ) -> Neighbours:
+        """Pad per-sentence lists of (source ids, target ids) to the smallest tensors."""
+        n = max((len(p) for p in pairs), default=0)
+        ls = max((len(s) for p in pairs for s, _ in p), default=0)
+        lt = max((len(t) for p in pairs for _, t in p), default=0)
+        src = torch.full((len(pairs), n, ls), pad_id, dtype=torch.long)
+        tgt = torch.full((len(pairs), n, lt), pad_id, dtype=torch.long)
+        for b, sentence in enumerate(pairs):
+            for i, (s, t) in enumerate(sentence):
+                src[b, i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+                tgt[b, i, : len(t)] = torch.as_tensor(t, dtype=torch.long)
+        return cls(src=src, tgt=tgt)
+
+    @property
+    def count(self) -> int:
+        """N, the neighbour slots per sentence."""
+        return self.tgt.size(1)
+
+    def to(self, device: torch.device | str) -> Neighbours:
+        return Neighbours(src=self.src.to(device), tgt=self.tgt.to(device))
+
+
+@dataclass(frozen=True)
+class SemiParametricState(EncoderState):
+    """The source encoding plus the encoded memory; `index_select` reorders all of it."""
+
+    retrieved: Tensor  # (B, M, D) encoded retrieved targets, M = N * Lt
+    retrieved_pad: Tensor  # (B, M) bool, True at padding and at absent neighbours
+    has_memory: Tensor  # (B,) bool, False where a row has no neighbour at all
+
+
+# --------------------------------------------------------------------------- memory encoder
+
+
+class ConditionedEncoderLayer(nn.Module):
+    """Pre-norm bidirectional self-attention, cross-attention to a context, feed-forward."""
+
+    def __init__(self, cfg: BlockConfig) -> None:
+        super().__init__()
+        self.self_attn_norm = nn.LayerNorm(cfg.d_model)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
+        self.cross_attn_norm = nn.LayerNorm(cfg.d_model)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
+        self.ffn_norm = nn.LayerNorm(cfg.d_model)
+        self.ffn = FeedForward(cfg)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, pad: Tensor, context: Tensor, context_pad: Tensor) -> Tensor:
+        """x `(P, L, D)`, pad `(P, L)`, context `(P, S, D)`, context_pad `(P, S)` -> `(P, L, D)`."""
+        x = x + self.dropout(self.self_attn(self.self_attn_norm(x), key_padding_mask=pad))
+        h = self.cross_attn_norm(x)
+        x = x + self.dropout(self.cross_attn(h, context, key_padding_mask=context_pad))
+        return x + self.dropout(self.ffn(self.ffn_norm(x)))
+
+
+class MemoryEncoder(nn.Module):
+    """Encodes P present neighbours (already embedded) into memory rows `(P, Lt, D)`.
+
+    The variant is fixed at construction by which layers exist, so `forward` has no mode
+    switch: source layers exist only for "cstm", target layers are conditioned except in "tm".
+    """
+
+    def __init__(self, cfg: SemiParametricConfig) -> None:
+        super().__init__()
+        n = cfg.memory_layers
+        self.source_layers: nn.ModuleList | None = None
+        self.source_norm: nn.LayerNorm | None = None
+        if cfg.memory_mode == "cstm":
+            self.source_layers = nn.ModuleList(ConditionedEncoderLayer(cfg) for _ in range(n))
+            self.source_norm = nn.LayerNorm(cfg.d_model)
+        self.conditioned = cfg.memory_mode != "tm"
+        target_layer = ConditionedEncoderLayer if self.conditioned else EncoderLayer
+        self.target_layers = nn.ModuleList(target_layer(cfg) for _ in range(n))
+        self.norm = nn.LayerNorm(cfg.d_model)
+
+    @property
+    def uses_sources(self) -> bool:
+        """Whether the retrieved sources are read (only "cstm")."""
+        return self.source_layers is not None
+
+    def forward(
+        self,
+        tgt: Tensor,
+        tgt_pad: Tensor,
+        src: Tensor | None,
+        src_pad: Tensor | None,
+        context: Tensor,
+        context_pad: Tensor,
+    ) -> Tensor:
+        """Encode retrieved targets `(P, Lt, D)` for P neighbours.
+
+        src/src_pad: the retrieved sources `(P, Ls, D)`/`(P, Ls)` ("cstm" only, else None).
+        context/context_pad: the current source's encoding `(P, S, D)`/`(P, S)`, one copy per
+        neighbour.
+        """
+        if self.source_layers is not None:
+            assert src is not None and src_pad is not None and self.source_norm is not None
+            for layer in self.source_layers:
+                src = layer(src, src_pad, context, context_pad)
+            context, context_pad = self.source_norm(src), src_pad  # Y_i now attends to X_i
+        x = tgt
+        for layer in self.target_layers:
+            x = layer(x, tgt_pad, context, context_pad) if self.conditioned else layer(x, tgt_pad)
+        return self.norm(x)
+
+
+# --------------------------------------------------------------------------- gated decoder
+
+
+class GatedDecoderLayer(DecoderLayer):
+    """Decoder layer whose cross-attention mixes source and memory contexts with a gate.
+
+    c_s and c_m attend to the source and to the memory with the same query;
+    g = sigmoid(W_gs c_s + W_gm c_m) per row and position; the sublayer output is
+    g * c_s + (1 - g) * c_m. Rows with an empty memory get g = 1 and c_m = 0 explicitly, so
+    they reproduce the plain Transformer bit for bit.
+    """
+
+    def __init__(self, cfg: BlockConfig) -> None:
+        super().__init__(cfg)
+        self.memory_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
+        self.gate_source = nn.Linear(cfg.d_model, 1)  # W_gs, carries the gate bias
+        self.gate_memory = nn.Linear(cfg.d_model, 1, bias=False)  # W_gm
+        # Gate of the last call `(B, T)` and which rows had a memory `(B,)`, for reporting.
+        self.last_gate: Tensor | None = None
+        self.last_has_memory: Tensor | None = None
+
+    def reset_gate(self) -> None:
+        """Zero gate weights and a positive bias: every position starts at sigmoid(bias)."""
+        nn.init.zeros_(self.gate_source.weight)
+        nn.init.zeros_(self.gate_memory.weight)
+        nn.init.constant_(self.gate_source.bias, GATE_INIT_BIAS)
+
+    def init_cache(self, state: EncoderState) -> dict[str, Tensor]:
+        """Source keys/values (as the base layer) plus the memory's, computed once."""
+        assert isinstance(state, SemiParametricState)
+        cache = super().init_cache(state)
+        cache["memory_k"], cache["memory_v"] = self.memory_attn.project_kv(state.retrieved)
+        return cache
+
+    def cross_attention(
+        self, x: Tensor, state: EncoderState, cache: dict[str, Tensor] | None
+    ) -> Tensor:
+        """Residual gated multi-source attention: x `(B, T, D)` -> `(B, T, D)`."""
+        assert isinstance(state, SemiParametricState)
+        h = self.cross_attn_norm(x)
+        kv = (cache["cross_k"], cache["cross_v"]) if cache is not None else None
+        c_s = self.cross_attn(h, state.memory, kv=kv, key_padding_mask=state.src_pad)
+        has = state.has_memory[:, None, None]  # (B, 1, 1)
+        if state.retrieved.size(1) == 0:  # no memory positions in the whole batch
+            c, gate = c_s, torch.ones_like(c_s[..., :1])
+        else:
+            # Rows without memory attend to their (finite, zero-initialised) padding; the result
+            # is discarded below. Not relying on a fully masked softmax: older PyTorch and some
+            # kernels give NaN there, and NaN would leak into gradients through torch.where.
+            safe_pad = state.retrieved_pad & state.has_memory[:, None]  # (B, M)
+            mkv = (cache["memory_k"], cache["memory_v"]) if cache is not None else None
+            c_m = self.memory_attn(h, state.retrieved, kv=mkv, key_padding_mask=safe_pad)
+            gate = torch.sigmoid(self.gate_source(c_s) + self.gate_memory(c_m))  # (B, T, 1)
+            gate = torch.where(has, gate, torch.ones_like(gate))
+            c_m = torch.where(has, c_m, torch.zeros_like(c_m))
+            c = gate * c_s + (1 - gate) * c_m
+        self.last_gate = gate.detach()[..., 0]
+        self.last_has_memory = state.has_memory
+        return x + self.dropout(c)
+
+
+# --------------------------------------------------------------------------- model
+
+
+class SemiParametricModel(Transformer):
+    """Transformer whose decoder also reads a memory of retrieved pairs (same public API).
+
+    `encode(src, neighbours)` encodes the memory once; `decode`, `init_cache` and `decode_step`
+    are the Transformer's, running the gated layers. Embeddings are shared by the source, the
+    target and the retrieved pairs.
+    """
+
+    decoder_layer_cls = GatedDecoderLayer
+    config: SemiParametricConfig
+
+    def __init__(self, config: SemiParametricConfig) -> None:
+        super().__init__(config)
+        self.memory_encoder = MemoryEncoder(config)
+        self.reset_parameters()  # again, now that the memory encoder exists
+
+    def reset_parameters(self) -> None:
+        """The Transformer's initialisation, then the gates' (see `GATE_INIT_BIAS`)."""
+        super().reset_parameters()
+        for layer in self.decoder_layers:
+            layer.reset_gate()
+
+    def encode(self, src: Tensor, neighbours: Neighbours | None = None) -> SemiParametricState:
+        """src `(B, S)` and its neighbours (None: no neighbours) -> source and memory state."""
+        c = self.config
+        base = super().encode(src)
+        b, d = src.size(0), c.d_model
+        if neighbours is None:
+            neighbours = Neighbours.empty(b, src.device)
+        neighbours = neighbours.to(src.device)
+        n, lt = neighbours.tgt.shape[1:]
+        if neighbours.tgt.size(0) != b:
+            raise ValueError(f"neighbours for {neighbours.tgt.size(0)} sentences, source has {b}")
+        if n > c.max_neighbours:
+            raise ValueError(
+                f"{n} neighbours per sentence exceed max_neighbours {c.max_neighbours}"
+            )
+        widest = max(lt, neighbours.src.size(2))
+        if widest > c.max_neighbour_len:
+            raise ValueError(
+                f"neighbours {widest} tokens wide exceed max_neighbour_len {c.max_neighbour_len}"
+            )
+
+        tgt = neighbours.tgt.reshape(b * n, lt)
+        tgt_pad = tgt.eq(c.pad_id)  # (B*N, Lt)
+        present = (~tgt_pad).any(dim=1).nonzero().squeeze(1)  # (P,) slots with a target
+        if present.numel() == 0:
+            retrieved = base.memory.new_zeros(b, n * lt, d)
+        else:
+            rows = present // n  # (P,) sentence of each present neighbour
+            src_x = src_pad = None
+            if self.memory_encoder.uses_sources:
+                ls = neighbours.src.size(2)
+                src_tok = neighbours.src.reshape(b * n, ls).index_select(0, present)
+                src_pad = src_tok.eq(c.pad_id)  # (P, Ls)
+                if bool(src_pad.all(dim=1).any()):
+                    raise ValueError("a neighbour has a target but an empty source")
+                src_x = self._embed(src_tok)
+            enc = self.memory_encoder(
+                self._embed(tgt.index_select(0, present)),
+                tgt_pad.index_select(0, present),
+                src_x,
+                src_pad,
+                base.memory.index_select(0, rows),
+                base.src_pad.index_select(0, rows),
+            )  # (P, Lt, D)
+            # Absent slots stay zero: finite, and masked by retrieved_pad anyway.
+            retrieved = enc.new_zeros(b * n, lt, d).index_copy(0, present, enc).view(b, n * lt, d)
+        retrieved_pad = tgt_pad.view(b, n * lt)  # (B, M)
+        return SemiParametricState(
+            memory=base.memory,
+            src_pad=base.src_pad,
+            retrieved=retrieved,
+            retrieved_pad=retrieved_pad,
+            has_memory=(~retrieved_pad).any(dim=1),
+        )
+
+    def forward(self, src: Tensor, tgt_in: Tensor, neighbours: Neighbours | None = None) -> Tensor:
+        """src `(B, S)`, tgt_in `(B, T)`, neighbours of src -> logits `(B, T, V)`."""
+        return self.decode(tgt_in, self.encode(src, neighbours))
+
+    def last_gate_mean(self) -> float:
+        """Mean gate over the decoder layers' last call, on rows that had a memory.
+
+        1.0 means the source alone was used; NaN when no row had a memory.
+        """
+        total, count = 0.0, 0
+        for layer in self.decoder_layers:
+            if layer.last_gate is None:
+                continue
+            rows = layer.last_gate[layer.last_has_memory]  # (R, T)
+            total += float(rows.sum())
+            count += rows.numel()
+        return total / count if count else math.nan
+
+
+def from_transformer(model: Transformer, config: SemiParametricConfig) -> SemiParametricModel:
+    """A semi-parametric model warm-started from a trained baseline.
+
+    Every baseline weight is copied (embeddings, encoder, decoder attention, feed-forward,
+    norms); the memory encoder, memory attention and gates keep their fresh initialisation.
+    With an empty memory the result computes exactly what the baseline computes.
+    """
+    base = model.config.to_dict()
+    mismatched = sorted(
+        k for k, v in base.items() if k not in _WARM_START_FREE and getattr(config, k) != v
+    )
+    if mismatched:
+        raise ValueError(f"config differs from the baseline's in {mismatched}")
+    out = SemiParametricModel(config)
+    missing, unexpected = out.load_state_dict(model.state_dict(), strict=False)
+    new_parts = ("memory_encoder.", "memory_attn.", "gate_source.", "gate_memory.")
+    stray = [k for k in missing if not any(p in k for p in new_parts)]
+    if unexpected or stray:
+        raise ValueError(f"baseline weights do not fit: unexpected {unexpected}, missing {stray}")
+    return out.train(model.training)
