@@ -38,7 +38,7 @@ from index_builder.retrieval.inverted import (
 from index_builder.retrieval.ngrams import ngram_spans
 from index_builder.retrieval.text import Vocabulary, tokenize
 
-DEFAULT_WIDTHS = (8, 4, 2)
+DEFAULT_WIDTHS = (8, 4)  # docs/retrieval-widths.md: best coverage on bible and software-docs
 
 
 @dataclass(frozen=True)
