@@ -1,13 +1,26 @@
-"""Service settings: the one place that reads the environment (variables prefixed `RAGMT_`)."""
+"""Service settings: the one place that reads the environment (variables prefixed `RAGMT_`).
+
+Lists (`RAGMT_API_KEYS`, `RAGMT_REQUIRED_DOMAINS`, `RAGMT_DOMAINS`) are comma-separated.
+Retrieval stores are read from `stores_dir`, by default ``<data_dir>/stores`` (``data/stores``
+relative to the working directory, next to the prepared corpora of ``ragmt data prepare``).
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from models.translator import DEFAULT_BUNDLE
+
+# Domain names become directory names and metric labels: keep them short and plain.
+DOMAIN_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+DOMAIN_RE = re.compile(DOMAIN_PATTERN)
+
+CommaList = Annotated[list[str], NoDecode]
 
 
 class Settings(BaseSettings):
@@ -15,6 +28,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RAGMT_", extra="ignore", protected_namespaces=())
 
+    # Models and decoding
     model_path: Path | None = None  # None: the committed default bundle
     device: str = "cpu"
     max_texts: int = Field(64, ge=1)
@@ -25,15 +39,69 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
 
+    # Retrieval stores and domains
+    data_dir: Path = Path("data")
+    stores_dir: Path | None = None  # None: <data_dir>/stores
+    domains: CommaList = []  # domains served; empty: every domain directory in stores_dir
+    required_domains: CommaList = []  # /readyz fails until each has an active store loaded
+    neighbours_k: int = Field(5, ge=1, le=64)  # pairs retrieved per text
+    reconcile_interval_s: float = Field(10.0, gt=0)  # periodic re-read of the shared registry
+    max_upload_bytes: int = Field(50_000_000, ge=1)  # corpus uploads (management route)
+
+    # Shared state between replicas
+    redis_url: str | None = None  # None: everything in-process (a single replica)
+    redis_prefix: str = "ragmt"
+    run_worker: bool = True  # build store jobs in this process; False: `ragmt worker` does
+
+    # Access
+    admin_key: SecretStr | None = None  # None: management routes are off (404)
+    api_keys: CommaList = []  # non-empty: translation routes need one of these keys
+
+    # Load
+    rate_limit: int = Field(0, ge=0)  # requests per rate_window_s per API key or client; 0: off
+    rate_window_s: float = Field(60.0, gt=0)
+    cache_ttl_s: int = Field(3600, ge=0)  # 0: no translation cache
+    queue_size: int = Field(256, ge=1)  # texts waiting for decoding; beyond: 503 at once
+    batch_size: int = Field(32, ge=1)  # texts per shared decoding batch
+    batch_wait_ms: float = Field(5.0, ge=0)  # how long a batch waits for company
+    drain_timeout_s: float = Field(30.0, ge=0)  # shutdown: wait this long for in-flight work
+
+    @field_validator("domains", "required_domains", "api_keys", mode="before")
+    @classmethod
+    def _split_commas(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    @field_validator("domains", "required_domains")
+    @classmethod
+    def _domain_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not DOMAIN_RE.fullmatch(name):
+                raise ValueError(f"invalid domain name {name[:80]!r}: {DOMAIN_PATTERN}")
+        return value
+
     @model_validator(mode="after")
-    def _beam_within_limit(self) -> Settings:
+    def _consistent(self) -> Settings:
         if self.beam_size > self.max_beam_size:
             raise ValueError(
                 f"beam_size {self.beam_size} exceeds max_beam_size {self.max_beam_size}"
             )
+        if self.queue_size < self.max_texts:
+            raise ValueError(
+                f"queue_size {self.queue_size} is below max_texts {self.max_texts}: "
+                "a request at the limit could never be queued"
+            )
+        if self.admin_key is not None and not self.admin_key.get_secret_value():
+            raise ValueError("admin_key is empty; unset it to turn management routes off")
         return self
 
     @property
     def bundle_path(self) -> Path:
         """The bundle to serve: `model_path`, or the committed default bundle."""
         return self.model_path if self.model_path is not None else DEFAULT_BUNDLE
+
+    @property
+    def store_root(self) -> Path:
+        """Where retrieval stores live: `stores_dir`, or ``<data_dir>/stores``."""
+        return self.stores_dir if self.stores_dir is not None else self.data_dir / "stores"
