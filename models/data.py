@@ -6,6 +6,7 @@ sentence lengths range from two-word UI strings to forty-word documentation para
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ class EncodedCorpus:
     src_off: np.ndarray
     tgt_ids: np.ndarray
     tgt_off: np.ndarray
+    lines: np.ndarray  # (n,) line number in the files of each kept pair
 
     def __len__(self) -> int:
         return len(self.src_off) - 1
@@ -71,9 +73,9 @@ def encode_corpus(
     key = None
     if cache_dir is not None:
         parts = [sha256_file(p)[:16] for p in (src_file, tgt_file, tok.model_file)]
-        key = Path(cache_dir) / f"enc-{'-'.join(parts)}-{max_len}"
+        key = Path(cache_dir) / f"enc2-{'-'.join(parts)}-{max_len}"
         if (key / "done").is_file():
-            arrays = [np.load(key / f"{n}.npy") for n in ("si", "so", "ti", "to")]
+            arrays = [np.load(key / f"{n}.npy") for n in ("si", "so", "ti", "to", "ln")]
             return EncodedCorpus(*arrays)
     src_lines, tgt_lines = read_lines(src_file), read_lines(tgt_file)
     if len(src_lines) != len(tgt_lines):
@@ -83,13 +85,96 @@ def encode_corpus(
     keep = [i for i in range(len(src)) if 0 < len(src[i]) <= max_len and 0 < len(tgt[i]) < max_len]
     si, so = _flatten([src[i] for i in keep])
     ti, to = _flatten([tgt[i] for i in keep])
-    corpus = EncodedCorpus(si, so, ti, to)
+    ln = np.asarray(keep, dtype=np.int64)
+    corpus = EncodedCorpus(si, so, ti, to, ln)
     if key is not None:
         key.mkdir(parents=True, exist_ok=True)
-        for name, arr in zip(("si", "so", "ti", "to"), (si, so, ti, to), strict=True):
+        for name, arr in zip(("si", "so", "ti", "to", "ln"), (si, so, ti, to, ln), strict=True):
             np.save(key / f"{name}.npy", arr)
         (key / "done").write_text("ok")
     return corpus
+
+
+@dataclass
+class EncodedNeighbours:
+    """Retrieved pairs of every line of a corpus, as ids: line i owns rows off[i]:off[i+1]."""
+
+    off: np.ndarray  # (lines + 1,)
+    src: EncodedCorpus  # row r: the r-th retrieved pair (its `lines` are the store pair ids)
+
+    def __len__(self) -> int:
+        return len(self.off) - 1
+
+    def of(self, line: int) -> list[tuple[list[int], list[int]]]:
+        """(source ids, target ids) of the pairs retrieved for `line`, best first."""
+        rows = range(int(self.off[line]), int(self.off[line + 1]))
+        return [(self.src.src(r).tolist(), self.src.tgt(r).tolist()) for r in rows]
+
+
+def read_neighbours(path: Path, lines: int, k: int) -> list[list[dict]]:
+    """The JSON Lines of `ragmt neighbours`: record i must have id i; keep the first `k`.
+
+    Raises ValueError naming the file and line when the file does not match the corpus.
+    """
+    out: list[list[dict]] = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for n, raw in enumerate(fh, start=1):
+            try:
+                record = json.loads(raw)
+                found = record["neighbours"]
+                ident = record["id"]
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}:{n}: not a neighbours record ({e})") from None
+            if ident != n - 1:
+                raise ValueError(f"{path}:{n}: id {ident}, expected {n - 1} (one line per pair)")
+            out.append(found[:k])
+    if len(out) != lines:
+        raise ValueError(f"{path}: {len(out)} records for a corpus of {lines} lines")
+    return out
+
+
+def encode_neighbours(
+    tok: Tokenizer,
+    path: Path,
+    lines: int,
+    src_lang: str,
+    tgt_lang: str,
+    k: int,
+    max_len: int,
+    cache_dir: Path | None = None,
+) -> EncodedNeighbours:
+    """Tokenise the first `k` neighbours of each of `lines` corpus lines, each side cut to
+    `max_len`; a neighbour with an empty side is dropped (the model cannot read it)."""
+    key = None
+    if cache_dir is not None:
+        parts = [sha256_file(p)[:16] for p in (path, tok.model_file)]
+        key = Path(cache_dir) / f"nb-{'-'.join(parts)}-{k}-{max_len}"
+        if (key / "done").is_file():
+            arrays = [np.load(key / f"{n}.npy") for n in ("off", "si", "so", "ti", "to", "ln")]
+            return EncodedNeighbours(arrays[0], EncodedCorpus(*arrays[1:]))
+    records = read_neighbours(path, lines, k)
+    flat = [nb for found in records for nb in found]
+    src = [s[:max_len] for s in tok.encode_batch([nb["source"] for nb in flat], src_lang)]
+    tgt = [t[:max_len] for t in tok.encode_batch([nb["target"] for nb in flat], tgt_lang)]
+    counts, keep, r = [], [], 0
+    for found in records:
+        kept = [r + j for j in range(len(found)) if src[r + j] and tgt[r + j]]
+        keep.extend(kept)
+        counts.append(len(kept))
+        r += len(found)
+    off = np.zeros(len(records) + 1, dtype=np.int64)
+    off[1:] = np.cumsum(counts)
+    si, so = _flatten([src[i] for i in keep])
+    ti, to = _flatten([tgt[i] for i in keep])
+    ln = np.asarray([int(flat[i]["pair_id"]) for i in keep], dtype=np.int64)
+    out = EncodedNeighbours(off, EncodedCorpus(si, so, ti, to, ln))
+    if key is not None:
+        key.mkdir(parents=True, exist_ok=True)
+        arrays = {"off": off, "si": si, "so": so, "ti": ti, "to": to, "ln": ln}
+        for name, arr in arrays.items():
+            np.save(key / f"{name}.npy", arr)
+        (key / "done").write_text("ok")
+    return out
 
 
 def token_batches(corpus: EncodedCorpus, max_tokens: int, seed: int) -> list[np.ndarray]:

@@ -290,6 +290,7 @@ class SemiParametricModel(Transformer):
     """
 
     decoder_layer_cls = GatedDecoderLayer
+    uses_memory = True
     config: SemiParametricConfig
 
     def __init__(self, config: SemiParametricConfig) -> None:

@@ -26,9 +26,19 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from models.artifacts import atomic_directory, sha256_file
-from models.bundle import save_bundle
-from models.data import EncodedCorpus, collate, encode_corpus, read_lines, token_batches
+from models.bundle import load_bundle, save_bundle
+from models.data import (
+    EncodedCorpus,
+    EncodedNeighbours,
+    collate,
+    encode_corpus,
+    encode_neighbours,
+    read_lines,
+    read_neighbours,
+    token_batches,
+)
 from models.registry import ARCHITECTURES, build_model
+from models.semiparametric import Neighbours, from_transformer
 from models.tokenizer import PAD_ID, Tokenizer
 from models.translator import TOKENIZER_FILE, DecodeOptions, Translator
 
@@ -59,6 +69,7 @@ class TrainConfig:
     seed: int = 1
     bf16: bool = True  # bf16 autocast (faster on CPUs with AVX-512 bf16, and on GPUs)
     threads: int = 0  # torch threads; 0 keeps torch's default
+    neighbours: int = 0  # retrieved pairs per sentence fed to a memory model (0: none)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
@@ -80,6 +91,9 @@ class TrainData:
     source_lang: str
     target_lang: str
     data_manifest_hash: str = ""
+    # `ragmt neighbours` output for train and dev (memory models only): one record per line
+    train_neighbours: Path | None = None
+    dev_neighbours: Path | None = None
 
 
 def inverse_sqrt(step: int, warmup: int, peak: float) -> float:
@@ -175,9 +189,30 @@ def load_weights(model: nn.Module, weights: dict[str, torch.Tensor]) -> None:
         raise ValueError(f"checkpoint mismatch: missing {really_missing}, unexpected {unexpected}")
 
 
-def dev_bleu(translator: Translator, src: list[str], ref: list[str], beam: int = 1) -> float:
-    hyps = translator.translate(src, DecodeOptions(beam_size=beam, batch_size=64))
+def dev_bleu(
+    translator: Translator,
+    src: list[str],
+    ref: list[str],
+    beam: int = 1,
+    neighbours: list[list[tuple[str, str]]] | None = None,
+) -> float:
+    options = DecodeOptions(beam_size=beam, batch_size=64)
+    hyps = translator.translate(src, options, neighbours=neighbours)
     return sacrebleu.corpus_bleu(hyps, [ref]).score
+
+
+def _warm_start(model: nn.Module, init: Path, arch: str, log: Log) -> str:
+    """Copy a trained baseline bundle's weights into a fresh memory model; its weights hash."""
+    bundle = load_bundle(init)
+    if not getattr(model, "uses_memory", False) or bundle.manifest["architecture"] != "transformer":
+        raise ValueError(
+            f"--init warm-starts a memory model from a transformer bundle; got {arch} from "
+            f"{bundle.manifest['architecture']}"
+        )
+    warm = from_transformer(bundle.model.float(), model.config)
+    model.load_state_dict(warm.state_dict())
+    log(f"warm start from {init}")
+    return bundle.manifest["files"]["model.safetensors"]
 
 
 def train(
@@ -186,8 +221,12 @@ def train(
     cfg: TrainConfig,
     tokenizer: Tokenizer,
     log: Log = print,
+    init: Path | None = None,
 ) -> dict[str, Any]:
-    """Train (or resume) in `run`; return the final state. Does not write the bundle."""
+    """Train (or resume) in `run`; return the final state. Does not write the bundle.
+
+    `init`: a baseline bundle whose weights start a memory model (used on a fresh run only).
+    """
     run.mkdir(parents=True, exist_ok=True)
     cfg_file = run / "train_config.json"
     if cfg_file.is_file():
@@ -217,9 +256,34 @@ def train(
     log(f"{len(corpus)} training pairs, {int(corpus.tgt_lens.sum())} target tokens")
     dev_src = read_lines(data.dev_src)[: cfg.dev_sentences]
     dev_ref = read_lines(data.dev_tgt)[: cfg.dev_sentences]
+    train_nb: EncodedNeighbours | None = None
+    dev_nb: list[list[tuple[str, str]]] | None = None
+    if cfg.neighbours:
+        if data.train_neighbours is None or data.dev_neighbours is None:
+            raise ValueError("config sets neighbours: train and dev neighbour files are needed")
+        log(f"encoding neighbours ({cfg.neighbours} per sentence)")
+        n_lines = len(read_lines(data.train_src))
+        train_nb = encode_neighbours(
+            tokenizer,
+            data.train_neighbours,
+            n_lines,
+            data.source_lang,
+            data.target_lang,
+            cfg.neighbours,
+            cfg.max_len,
+            cache_dir=run / "cache",
+        )
+        found = read_neighbours(data.dev_neighbours, len(read_lines(data.dev_src)), cfg.neighbours)
+        dev_nb = [[(n["source"], n["target"]) for n in f] for f in found[: cfg.dev_sentences]]
+        log(f"{len(train_nb.src)} training neighbours, {len(train_nb.src) / n_lines:.2f} per line")
 
     model_cfg = {"vocab_size": tokenizer.vocab_size, "max_len": cfg.max_len + 2, **cfg.model}
     model = build_model(cfg.arch, model_cfg).to(device)
+    memory = bool(getattr(model, "uses_memory", False))
+    if memory != bool(cfg.neighbours):
+        raise ValueError(f"{cfg.arch}: neighbours must be > 0 exactly for a memory model")
+    if memory and cfg.neighbours > model.config.max_neighbours:
+        raise ValueError(f"neighbours {cfg.neighbours} > max_neighbours of the model config")
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model {cfg.arch}: {n_params / 1e6:.2f}M parameters")
     opt = torch.optim.AdamW(
@@ -233,6 +297,8 @@ def train(
         _load_optimizer(opt, model, load_file(str(last / "optimizer.safetensors")))
         state = json.loads((last / "state.json").read_text())
         log(f"resumed from {last.name} (step {state['step']})")
+    elif init is not None:
+        state["init_weights_sha256"] = _warm_start(model, init, cfg.arch, log)
     state["model_config"] = model_cfg
     state["arch"] = cfg.arch
 
@@ -249,11 +315,15 @@ def train(
                 break
             model.train()
             src, tin, tout = (t.to(device) for t in collate(corpus, batches[b]))
+            nb = None
+            if train_nb is not None:
+                lines = corpus.lines[batches[b]]
+                nb = Neighbours.from_lists([train_nb.of(int(i)) for i in lines], PAD_ID)
             lr = inverse_sqrt(step + 1, cfg.warmup, cfg.lr)
             for g in opt.param_groups:
                 g["lr"] = lr
             with autocast:
-                logits = model(src, tin)
+                logits = model(src, tin) if nb is None else model(src, tin, nb)
             loss = label_smoothed_loss(logits, tout, cfg.label_smoothing)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -278,7 +348,7 @@ def train(
                 window_tokens, window_loss, window_start = 0, 0.0, time.time()
             if step % cfg.eval_every == 0:
                 model.eval()
-                bleu = dev_bleu(translator, dev_src, dev_ref)
+                bleu = dev_bleu(translator, dev_src, dev_ref, neighbours=dev_nb)
                 state["history"].append({"step": step, "dev_bleu_greedy": round(bleu, 2)})
                 log(f"step {step} dev BLEU (greedy, {len(dev_src)} sentences) {bleu:.2f}")
             if step % cfg.save_every == 0:

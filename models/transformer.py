@@ -109,6 +109,7 @@ class Transformer(nn.Module):
     """Encoder-decoder with pre-norm layers, final LayerNorms and tied embeddings."""
 
     decoder_layer_cls: type[DecoderLayer] = DecoderLayer  # subclasses swap the decoder layer
+    uses_memory: bool = False  # True: `encode(src, neighbours)` reads retrieved pairs
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()

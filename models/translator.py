@@ -6,6 +6,7 @@ the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,11 +16,24 @@ from torch import nn
 from models.bundle import LoadedBundle, load_bundle
 from models.data import pad_batch
 from models.decoding import beam_search, greedy
+from models.semiparametric import Neighbours
 from models.tokenizer import Tokenizer
 
 TOKENIZER_FILE = "spm.model"
 # The committed English->German bundle, served when no model is configured.
 DEFAULT_BUNDLE = Path(__file__).resolve().parent / "default_bundle"
+
+
+NeighbourTexts = Sequence[tuple[str, str]]  # retrieved (source, target) pairs of one text
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One output; `gate` is the mean share of context taken from the source (1.0: memory
+    unused), None when the model has no memory or the text had no neighbours."""
+
+    text: str
+    gate: float | None
 
 
 @dataclass(frozen=True)
@@ -53,19 +67,50 @@ class Translator:
         tok = Tokenizer(Path(bundle.path) / TOKENIZER_FILE)
         return cls(bundle.model, tok, langs["source"], langs["target"])
 
-    def translate(self, texts: list[str], options: DecodeOptions = DecodeOptions()) -> list[str]:
+    @property
+    def uses_memory(self) -> bool:
+        """Whether the model reads retrieved pairs (then `neighbours` shape its output)."""
+        return bool(getattr(self.model, "uses_memory", False))
+
+    def translate(
+        self,
+        texts: Sequence[str],
+        options: DecodeOptions = DecodeOptions(),
+        neighbours: Sequence[NeighbourTexts] | None = None,
+    ) -> list[str]:
         """Translate `texts` in length-sorted batches; output order matches input order."""
+        return [t.text for t in self.translate_detailed(texts, options, neighbours)]
+
+    def translate_detailed(
+        self,
+        texts: Sequence[str],
+        options: DecodeOptions = DecodeOptions(),
+        neighbours: Sequence[NeighbourTexts] | None = None,
+        gates: bool = False,
+    ) -> list[Translation]:
+        """Like `translate`, plus (with `gates`) each output's mean memory gate.
+
+        `neighbours[i]` are the retrieved (source, target) pairs of `texts[i]`; a model without
+        a memory ignores them. The gate is measured by one teacher-forced pass over the chosen
+        output, so it costs a forward pass, not a second search.
+        """
+        if neighbours is not None and len(neighbours) != len(texts):
+            raise ValueError(f"{len(neighbours)} neighbour lists for {len(texts)} texts")
         max_src = self.model.config.max_len
         ids = [self.tokenizer.encode(t, self.source_lang)[:max_src] for t in texts]
+        memory = self.uses_memory and neighbours is not None
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        out: list[str] = [""] * len(texts)
+        out: list[Translation] = [Translation("", None)] * len(texts)
         device = next(self.model.parameters()).device
         for start in range(0, len(order), options.batch_size):
             chunk = order[start : start + options.batch_size]
             src = pad_batch([ids[i] for i in chunk]).to(device)
+            nb = self._neighbours([neighbours[i] for i in chunk]) if memory else None
             with torch.inference_mode():
                 if options.beam_size <= 1:
-                    hyps = greedy(self.model, src, options.max_len_a, options.max_len_b)
+                    hyps = greedy(
+                        self.model, src, options.max_len_a, options.max_len_b, neighbours=nb
+                    )
                 else:
                     hyps = beam_search(
                         self.model,
@@ -74,7 +119,44 @@ class Translator:
                         length_penalty=options.length_penalty,
                         max_len_a=options.max_len_a,
                         max_len_b=options.max_len_b,
+                        neighbours=nb,
                     )
-            for i, hyp in zip(chunk, hyps, strict=True):
-                out[i] = self.tokenizer.decode(hyp)
+                row_gates = self._gates(src, hyps, nb) if gates and nb is not None else None
+            for j, (i, hyp) in enumerate(zip(chunk, hyps, strict=True)):
+                gate = None if row_gates is None else row_gates[j]
+                out[i] = Translation(self.tokenizer.decode(hyp), gate)
         return out
+
+    def _neighbours(self, batch: Sequence[NeighbourTexts]) -> Neighbours:
+        """Tokenise retrieved pairs, capped to the model's neighbour count and width."""
+        c = self.model.config
+        width = c.max_neighbour_len
+        pairs = [
+            [
+                (
+                    self.tokenizer.encode(s, self.source_lang)[:width],
+                    self.tokenizer.encode(t, self.target_lang)[:width],
+                )
+                for s, t in sentence[: c.max_neighbours]
+            ]
+            for sentence in batch
+        ]
+        # A pair whose either side tokenises to nothing cannot be read; drop it.
+        pairs = [[(s, t) for s, t in sentence if s and t] for sentence in pairs]
+        return Neighbours.from_lists(pairs, pad_id=c.pad_id)
+
+    def _gates(
+        self, src: torch.Tensor, hyps: list[list[int]], nb: Neighbours
+    ) -> list[float | None]:
+        """Mean gate per row over its output tokens and all decoder layers (None: no memory)."""
+        c = self.model.config
+        tgt_in = pad_batch([[c.bos_id, *h] for h in hyps]).to(src.device)  # (B, T)
+        self.model(src, tgt_in, nb)
+        valid = tgt_in.ne(c.pad_id).float()  # (B, T)
+        total = torch.zeros(len(hyps), device=src.device)
+        layers = 0
+        for layer in self.model.decoder_layers:
+            total += (layer.last_gate.float() * valid).sum(1) / valid.sum(1)
+            layers += 1
+        has = layer.last_has_memory
+        return [float(g) / layers if bool(h) else None for g, h in zip(total, has, strict=True)]

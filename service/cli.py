@@ -8,6 +8,7 @@ sub-command is a thin wrapper over a function that tests call directly.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from importlib.util import find_spec
 from pathlib import Path
@@ -72,6 +73,13 @@ def train(
     max_hours: float = typer.Option(None, help="override the config's time budget"),
     max_steps: int = typer.Option(None, help="override the config's step budget"),
     vocab_size: int = typer.Option(8000, help="joint SentencePiece vocabulary"),
+    init: Path = typer.Option(
+        None, help="baseline bundle that warm-starts a memory model (its tokenizer is reused)"
+    ),
+    train_neighbours: Path = typer.Option(
+        None, help="`ragmt neighbours` JSONL of the train split (memory models)"
+    ),
+    dev_neighbours: Path = typer.Option(None, help="the same for the dev split"),
 ) -> None:
     """Train a model on <data>/<domain>, resuming from the run's newest checkpoint."""
     from models.artifacts import sha256_file
@@ -90,6 +98,8 @@ def train(
         src_lang,
         tgt_lang,
         sha256_file(data / "manifest.json"),
+        train_neighbours,
+        dev_neighbours,
     )
     overrides = json.loads(config.read_text())
     if max_hours is not None:
@@ -101,13 +111,19 @@ def train(
     except (TypeError, ValueError) as e:
         _fail(f"{config}: {e}")
     spm_file = run / "spm.model"
+    if init is not None and not spm_file.is_file():
+        run.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(init / "spm.model", spm_file)  # warm start: the same sub-words
     if spm_file.is_file():
         tok = Tokenizer(spm_file)
     else:
         _log("training the joint SentencePiece model")
         corpora = [(tdata.train_src, src_lang), (tdata.train_tgt, tgt_lang)]
         tok = train_tokenizer(corpora, spm_file, vocab_size=vocab_size)
-    run_training(run, tdata, cfg, tok, log=_log)
+    try:
+        run_training(run, tdata, cfg, tok, log=_log, init=init)
+    except ValueError as e:
+        _fail(str(e))
     finalize(run, out, tdata, tok, cfg.average_last, log=_log)
     _log(f"bundle written to {out}")
 
@@ -229,12 +245,20 @@ def build_store_cmd(
     method: str = typer.Option(..., help="idf-sentence, idf-ngram or dense-ngram"),
     out: Path = typer.Option(Path("stores"), help="stores directory"),
     split: str = typer.Option("train", help="split read from a prepared domain directory"),
-    widths: str = typer.Option(None, help="idf-ngram: comma-separated n-gram widths"),
+    widths: str = typer.Option(None, help="n-gram methods: comma-separated n-gram widths"),
     all_positions: bool = typer.Option(
-        False, help="idf-ngram: index every corpus n-gram, not only the reduced set"
+        False, help="n-gram methods: index every corpus n-gram, not only the reduced set"
     ),
-    model: Path = typer.Option(None, help="dense-ngram: model bundle whose encoder is used"),
-    index: str = typer.Option(None, help="dense-ngram: FAISS factory string"),
+    model: Path = typer.Option(
+        None, help="dense-ngram: model bundle whose encoder is used (default: committed bundle)"
+    ),
+    index: str = typer.Option(
+        None, help="dense-ngram: FAISS factory string: Flat (default), IVF…,PQ…, HNSW…"
+    ),
+    search: str = typer.Option(
+        None, help="dense-ngram: FAISS search parameters, e.g. efSearch=128 or nprobe=16"
+    ),
+    ray: bool = typer.Option(False, "--ray", help="dense-ngram: encode on Ray workers"),
     src_lang: str = typer.Option("en"),
     tgt_lang: str = typer.Option("de"),
     activate: bool = typer.Option(True, help="make the new version the domain's active one"),
@@ -243,36 +267,45 @@ def build_store_cmd(
     from index_builder.corpus import CorpusError
     from index_builder.store import build_store, set_active
     from models.artifacts import ArtifactError
+    from models.translator import DEFAULT_BUNDLE
 
     if method not in METHODS:
         _fail(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    if method == "dense-ngram":
-        _fail("method dense-ngram is not implemented yet (issue 3, dense part); nothing built")
-    if model is not None or index is not None:
-        _fail("--model and --index apply to dense-ngram only")
+    dense = method == "dense-ngram"
+    if not dense and (model is not None or index is not None or search is not None or ray):
+        _fail("--model, --index, --search and --ray apply to dense-ngram only")
+    if method == "idf-sentence" and (widths is not None or all_positions):
+        _fail("--widths and --all-positions apply to the n-gram methods only")
     params: dict = {}
-    if method == "idf-ngram":
-        if widths is not None:
-            try:
-                params["widths"] = [int(w) for w in widths.split(",") if w.strip()]
-            except ValueError:
-                _fail(f"--widths must be comma-separated integers, got {widths!r}")
-        if all_positions:
-            params["all_positions"] = True
-    elif widths is not None or all_positions:
-        _fail("--widths and --all-positions apply to idf-ngram only")
+    if widths is not None:
+        try:
+            params["widths"] = [int(w) for w in widths.split(",") if w.strip()]
+        except ValueError:
+            _fail(f"--widths must be comma-separated integers, got {widths!r}")
+    if all_positions:
+        params["all_positions"] = True
+    if index is not None:
+        params["factory"] = index
+    if search is not None:
+        params["search"] = search
     pairs = _read_pairs(corpus, split, src_lang, tgt_lang)
+    bundle = (model or DEFAULT_BUNDLE) if dense else None
+    languages = (src_lang, tgt_lang)
     try:
-        path = build_store(pairs, domain, method, out, params, (src_lang, tgt_lang), True)
+        path = build_store(
+            pairs, domain, method, out, params, languages, True, model=bundle, use_ray=ray
+        )
         if activate:
             set_active(out, domain, path.name)
     except (CorpusError, ArtifactError, ValueError) as e:
         _fail(str(e))
     manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
     active = " (active)" if activate else ""
+    recall = manifest.get("recall_at_10")
+    measured = f", recall@10 {recall['all']:.3f} against Flat" if recall else ""
     _log(
         f"{method} store of {manifest['pairs']} pairs, {manifest['items']} items, "
-        f"built in {manifest['build_seconds']:.1f} s: {path}{active}"
+        f"built in {manifest['build_seconds']:.1f} s{measured}: {path}{active}"
     )
     typer.echo(str(path))
 
@@ -290,6 +323,9 @@ def neighbours(
     ),
     split: str = typer.Option("train", help="split read from a prepared domain directory"),
     batch_size: int = typer.Option(32, min=1),
+    model: Path = typer.Option(
+        None, help="dense stores: the bundle they were built with (default: the one recorded)"
+    ),
     src_lang: str = typer.Option("en"),
     tgt_lang: str = typer.Option("de"),
 ) -> None:
@@ -304,7 +340,7 @@ def neighbours(
 
     try:
         opened = open_store(store)
-        retriever = load_retriever(opened)
+        retriever = load_retriever(opened, model)
     except ArtifactError as e:
         _fail(str(e))
     pairs = _read_pairs(input, split, src_lang, tgt_lang)
