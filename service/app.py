@@ -1,90 +1,60 @@
 """The HTTP application: `create_app(settings)` wires settings, engine, routes and errors.
 
-Nothing heavy happens at import or in `create_app`; the lifespan loads the model. A bundle
-that is missing or fails verification leaves the app up but not ready (/readyz 503).
+Nothing heavy happens at import or in `create_app`; the lifespan connects the shared state
+(Redis or in-process), loads the model, converges the domains' stores, and starts the
+decoding batcher and (unless a separate worker is configured) the store-build worker. A
+bundle that is missing or fails verification leaves the app up but not ready (/readyz 503).
+On shutdown the app stops admitting, lets in-flight requests finish, then stops its tasks.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated
 
 import anyio.to_thread
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.backends import open_backends
+from service.deps import Service
+from service.domains import DomainManager
 from service.engine import Limits, TranslationEngine
-from service.errors import (
-    BadRequest,
-    NotReady,
-    PayloadTooLarge,
-    error_response,
-    install_error_handlers,
-)
-from service.schemas import (
-    ErrorResponse,
-    InfoResponse,
-    StatusResponse,
-    TranslateRequest,
-    TranslateResponse,
-)
-from service.settings import Settings
+from service.errors import BadRequest, PayloadTooLarge, error_response, install_error_handlers
+from service.metrics import Metrics
+from service.routes import domains, health, libretranslate, management, translate
+from service.settings import DOMAIN_PATTERN, Settings
+from service.worker import run_worker
 
+log = logging.getLogger("ragmt.service")
 
-def get_engine(request: Request) -> TranslationEngine:
-    return request.app.state.engine
-
-
-def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
-
-
-EngineDep = Annotated[TranslationEngine, Depends(get_engine)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-
-_ERRORS = {s: {"model": ErrorResponse} for s in (400, 404, 413, 422, 500, 503)}
-router = APIRouter()
-
-
-@router.post("/v1/translate", response_model=TranslateResponse, responses=_ERRORS)
-async def translate(body: TranslateRequest, engine: EngineDep) -> TranslateResponse:
-    return TranslateResponse.from_result(await engine.translate_batch(body.to_engine()))
-
-
-@router.get("/livez", response_model=StatusResponse)
-async def livez() -> StatusResponse:
-    return StatusResponse(status="ok")
-
-
-@router.get("/readyz", response_model=StatusResponse, responses={503: {"model": ErrorResponse}})
-async def readyz(engine: EngineDep) -> StatusResponse:
-    if not engine.ready:
-        raise NotReady(engine.not_ready_reason or "not ready")
-    return StatusResponse(status="ready")
-
-
-@router.get("/info", response_model=InfoResponse)
-async def info(engine: EngineDep, settings: SettingsDep) -> InfoResponse:
-    return InfoResponse.of(engine, settings.max_body_bytes)
+UPLOAD_PATH = r"/v1/domains/" + DOMAIN_PATTERN.strip("^$") + r"/corpora"
 
 
 class BodySizeLimit:
-    """Refuse bodies over `max_bytes` with 413: by Content-Length, then by the bytes received.
+    """Refuse bodies over the limit with 413: by Content-Length, then by the bytes received.
 
-    The body is read here (it is small by construction) and replayed to the app.
+    Corpus uploads (paths matching `upload_path`) get `max_upload_bytes`, everything else
+    `max_bytes`. The body is read here (bounded by construction) and replayed to the app.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, max_upload_bytes: int, upload_path: str
+    ) -> None:
+        self.app, self.upload_path = app, re.compile(upload_path)
+        self.limits = {"max_body_bytes": max_bytes, "max_upload_bytes": max_upload_bytes}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        name = "max_upload_bytes" if self.upload_path.fullmatch(scope["path"]) else "max_body_bytes"
+        max_bytes = self.limits[name]
         too_large = PayloadTooLarge(
-            f"request body exceeds {self.max_bytes} bytes",
-            limit="max_body_bytes",
-            max=self.max_bytes,
+            f"request body exceeds {name}={max_bytes} bytes", limit=name, max=max_bytes
         )
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None:
@@ -92,7 +62,7 @@ class BodySizeLimit:
                 return await error_response(BadRequest("invalid Content-Length"))(
                     scope, receive, send
                 )
-            if int(declared) > self.max_bytes:
+            if int(declared) > max_bytes:
                 return await error_response(too_large)(scope, receive, send)
         chunks, size, more = [], 0, True
         while more:
@@ -101,7 +71,7 @@ class BodySizeLimit:
                 return
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
-            if size > self.max_bytes:
+            if size > max_bytes:
                 return await error_response(too_large)(scope, receive, send)
             more = message.get("more_body", False)
         replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks)}]
@@ -114,13 +84,47 @@ class BodySizeLimit:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    engine: TranslationEngine = app.state.engine
-    await anyio.to_thread.run_sync(engine.load_default, app.state.settings.bundle_path)
-    yield
+    service: Service = app.state.service
+    settings, engine = service.settings, service.engine
+    backends = await open_backends(settings)
+    service.backends = backends
+    manager = DomainManager(
+        settings.store_root,
+        backends.registry,
+        service.metrics,
+        settings.domains,
+        settings.reconcile_interval_s,
+    )
+    engine.domains = manager
+    if settings.cache_ttl_s > 0:
+        engine.cache = backends.cache
+    await anyio.to_thread.run_sync(engine.load_default, settings.bundle_path)
+    await manager.start()
+    service.domains = manager
+    stop = asyncio.Event()
+    wait_s = settings.batch_wait_ms / 1000
+    service.tasks.append(engine.start_batching(settings.queue_size, settings.batch_size, wait_s))
+    if settings.run_worker:
+        consumer = f"app-{os.getpid()}-{id(app):x}"
+        service.tasks.append(
+            asyncio.create_task(run_worker(backends, settings.store_root, consumer, stop))
+        )
+    try:
+        yield
+    finally:
+        service.draining = True
+        if not await manager.wait_idle(settings.drain_timeout_s):
+            log.warning("shutting down with requests still in flight")
+        stop.set()
+        for task in service.tasks:
+            task.cancel()
+        await asyncio.gather(*service.tasks, return_exceptions=True)
+        await manager.stop()
+        await backends.close()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app; the model loads when the lifespan starts (not here, not at import)."""
+    """Build the app; models and stores load when the lifespan starts (not here)."""
     settings = settings if settings is not None else Settings()
     limits = Limits(
         max_texts=settings.max_texts,
@@ -128,10 +132,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         beam_size=settings.beam_size,
         max_beam_size=settings.max_beam_size,
     )
-    app = FastAPI(title="ragmt translation service", version="0.1.0", lifespan=lifespan)
+    metrics = Metrics()
+    engine = TranslationEngine(
+        limits,
+        device=settings.device,
+        cache_ttl_s=settings.cache_ttl_s,
+        metrics=metrics,
+        neighbours_k=settings.neighbours_k,
+    )
+    app = FastAPI(title="ragmt translation service", version="0.2.0", lifespan=lifespan)
     app.state.settings = settings
-    app.state.engine = TranslationEngine(limits, device=settings.device)
-    app.include_router(router)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.state.engine = engine
+    app.state.service = Service(settings=settings, metrics=metrics, engine=engine)
+    for module in (health, translate, libretranslate, domains, management):
+        app.include_router(module.router)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=settings.max_body_bytes,
+        max_upload_bytes=settings.max_upload_bytes,
+        upload_path=UPLOAD_PATH,
+    )
     install_error_handlers(app)
     return app

@@ -1,11 +1,16 @@
 """The translation engine: loaded models by name and the one typed call that translates.
 
 HTTP, the CLI and tests all go through `TranslationEngine.translate_batch`, so validation,
-limits and decoding behave the same everywhere. No web framework is imported here.
+limits, retrieval, caching and decoding behave the same everywhere. A request takes a lease on
+its domain's active store version when admitted and releases it after its last decoding step,
+so a hot swap never changes the store under a request. No web framework is imported here.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
 import logging
 import threading
 import time
@@ -16,15 +21,23 @@ from typing import Any
 
 import anyio.to_thread
 
+from index_builder.retrieval.base import Neighbour
 from models.artifacts import ArtifactError
 from models.bundle import WEIGHTS_FILE, load_bundle
 from models.translator import DecodeOptions, Translator
-from service.errors import InvalidInput, NotFound, NotReady, UnsupportedLanguage
+from service.batching import DecodeBatcher
+from service.domains import GENERAL_DOMAIN, DomainManager, Lease
+from service.errors import InvalidInput, NotFound, NotReady, ServiceError, UnsupportedLanguage
+from service.metrics import Metrics
+from service.shared import TranslationCache
 
 log = logging.getLogger("ragmt.service")
 
 DEFAULT_ALIAS = "default"  # a request's model "default" (or none) means the default model
-GENERAL_DOMAIN = "general"
+
+
+class DomainNotReady(ServiceError):
+    status, code = 503, "domain_not_ready"
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,7 @@ class TranslationRequest:
     domain: str | None = None
     model: str | None = None
     beam_size: int | None = None
+    return_neighbours: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,10 @@ class TextResult:
     translation: str
     model: str
     domain: str
+    store_version: str | None = None  # None: served without a store (general, none built)
+    neighbours: list[Neighbour] | None = None  # only when asked for
+    gate: float | None = None  # retrieval-memory models that report how much they used it
+    cached: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,6 +75,8 @@ class BatchResult:
     results: list[TextResult]
     total_ms: float
     decode_ms: float
+    retrieval_ms: float = 0.0
+    cache_hits: int = 0
 
 
 @dataclass(frozen=True)
@@ -65,12 +85,23 @@ class LoadedModel:
     translator: Translator
     manifest: dict[str, Any]
     path: Path
-    # Retrieval stores (a later issue) add domains; until then only the general one exists.
-    domains: tuple[str, ...] = field(default=(GENERAL_DOMAIN,))
 
     @property
     def weights_sha256(self) -> str:
         return self.manifest["files"][WEIGHTS_FILE]
+
+    @property
+    def uses_memory(self) -> bool:
+        """Whether decoding reads retrieved pairs (semi-parametric architectures)."""
+        return bool(getattr(self.translator, "uses_memory", False))
+
+
+@dataclass(frozen=True)
+class BatchKey:
+    """What decoding batches are grouped by: texts of one batch share model and options."""
+
+    model: str
+    options: DecodeOptions = field(default_factory=DecodeOptions)
 
 
 def _over_limit(field: str, limit: str, limits: Limits) -> InvalidInput:
@@ -89,16 +120,40 @@ def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
 
 
-class TranslationEngine:
-    """Holds translators by model name; serialises decoding so requests don't share torch."""
+def _neighbour_json(n: Neighbour) -> list[Any]:
+    return [n.pair_id, n.source, n.target, n.score, list(n.span) if n.span else None, n.matched]
 
-    def __init__(self, limits: Limits, device: str = "cpu") -> None:
+
+def _neighbour_of(x: list[Any]) -> Neighbour:
+    return Neighbour(x[0], x[1], x[2], x[3], tuple(x[4]) if x[4] else None, x[5])
+
+
+class TranslationEngine:
+    """Holds translators by model name; validates, retrieves, caches and decodes requests."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        device: str = "cpu",
+        domains: DomainManager | None = None,
+        cache: TranslationCache | None = None,
+        cache_ttl_s: int = 0,
+        metrics: Metrics | None = None,
+        neighbours_k: int = 5,
+    ) -> None:
         self.limits = limits
         self.device = device
+        self.domains = domains
+        self.cache = cache if cache_ttl_s > 0 else None
+        self.cache_ttl_s = cache_ttl_s
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.neighbours_k = neighbours_k
         self._models: dict[str, LoadedModel] = {}
         self.default_model: str | None = None
         self.not_ready_reason: str | None = "model not loaded yet"
         self._decode_lock = threading.Lock()
+        self._batcher: DecodeBatcher | None = None
+        self._batcher_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def ready(self) -> bool:
@@ -122,6 +177,10 @@ class TranslationEngine:
         if self.default_model is None:
             self.default_model = loaded.name
             self.not_ready_reason = None
+        if self.domains is not None:  # stores are checked against the models' languages
+            tr = loaded.translator
+            self.domains.languages.add((tr.source_lang, tr.target_lang))
+            self.domains.model_hashes.add(loaded.weights_sha256)
         return loaded
 
     def load_default(self, path: Path) -> None:
@@ -137,6 +196,59 @@ class TranslationEngine:
             log.exception("model bundle %s failed to load", path)
         else:
             log.info("loaded model %s from %s", loaded.name, path)
+
+    # --- micro-batching -------------------------------------------------------------------
+
+    def start_batching(self, max_queued: int, max_batch: int, wait_s: float) -> asyncio.Task:
+        """Start the shared decoding queue on the running loop; returns its consumer task."""
+        self._batcher = DecodeBatcher(self._decode_key, self.metrics, max_queued, max_batch, wait_s)
+        self._batcher_loop = asyncio.get_running_loop()
+        return asyncio.create_task(self._batcher.run())
+
+    @property
+    def queued(self) -> int:
+        return self._batcher.queued if self._batcher is not None else 0
+
+    def _decode_key(
+        self, key: BatchKey, texts: list[str], neighbours: list[list[tuple[str, str]]] | None
+    ) -> list[str]:
+        return self._decode(self._models[key.model], texts, key.options, neighbours)[0]
+
+    def _decode(
+        self,
+        model: LoadedModel,
+        texts: list[str],
+        options: DecodeOptions,
+        neighbours: list[list[tuple[str, str]]] | None,
+    ) -> tuple[list[str], float]:
+        with self._decode_lock:  # one decode at a time: torch's threads are shared
+            start = time.perf_counter()
+            if model.uses_memory and neighbours is not None:
+                out = model.translator.translate(texts, options, neighbours=neighbours)
+            else:
+                out = model.translator.translate(texts, options)
+            return out, _ms(start)
+
+    async def _decode_async(
+        self,
+        model: LoadedModel,
+        texts: list[str],
+        options: DecodeOptions,
+        neighbours: list[list[tuple[str, str]]] | None,
+    ) -> list[str]:
+        """Through the shared batches when called on the app's loop, else directly (CLI)."""
+        batcher = self._batcher
+        if batcher is not None and asyncio.get_running_loop() is self._batcher_loop:
+            return await batcher.submit(BatchKey(model.name, options), texts, neighbours)
+        out, _ = await anyio.to_thread.run_sync(self._decode, model, texts, options, neighbours)
+        return out
+
+    # --- validation -----------------------------------------------------------------------
+
+    def default_languages(self) -> tuple[str, str]:
+        """(source, target) of the default model; NotReady before it is loaded."""
+        tr = self._model(None).translator
+        return tr.source_lang, tr.target_lang
 
     def _model(self, name: str | None) -> LoadedModel:
         if self.default_model is None:
@@ -157,10 +269,10 @@ class TranslationEngine:
                 supported={"source_lang": tr.source_lang, "target_lang": tr.target_lang},
             )
         domain = req.domain if req.domain is not None else GENERAL_DOMAIN
-        if domain not in model.domains:
-            raise NotFound(
-                f"unknown domain; available: {', '.join(model.domains)}", code="unknown_domain"
-            )
+        if self.domains is not None:
+            self.domains.state(domain)  # 404 unknown_domain, naming the known ones
+        elif domain != GENERAL_DOMAIN:
+            raise NotFound(f"unknown domain; available: {GENERAL_DOMAIN}", code="unknown_domain")
         self._check_texts(req.texts)
         beam = self.limits.beam_size if req.beam_size is None else req.beam_size
         if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
@@ -187,23 +299,125 @@ class TranslationEngine:
                     f"texts.{i}: text is not valid Unicode", field=f"texts.{i}"
                 ) from None
 
-    def _decode(
-        self, model: LoadedModel, texts: list[str], options: DecodeOptions
-    ) -> tuple[list[str], float]:
-        with self._decode_lock:  # one decode at a time: torch's threads are shared
-            start = time.perf_counter()
-            out = model.translator.translate(texts, options)
-            return out, _ms(start)
+    def _lease(self, domain: str) -> Lease | None:
+        if self.domains is None:
+            return None
+        lease = self.domains.lease(domain)
+        if lease is None and domain != GENERAL_DOMAIN:
+            raise DomainNotReady(f"domain {domain} has no active store version loaded")
+        return lease
+
+    # --- caching --------------------------------------------------------------------------
+
+    def cache_key(
+        self,
+        model: LoadedModel,
+        store_version: str | None,
+        domain: str,
+        options: DecodeOptions,
+        text: str,
+    ) -> str:
+        """Everything that determines a translation; a new store version is a new key."""
+        tr = model.translator
+        parts = [
+            model.weights_sha256,
+            store_version,
+            domain,
+            options.beam_size,
+            tr.source_lang,
+            tr.target_lang,
+            self.neighbours_k,
+            text,
+        ]
+        blob = json.dumps(parts, ensure_ascii=False).encode("utf-8")
+        return "t:" + hashlib.sha256(blob).hexdigest()
+
+    async def _cache_get(self, keys: list[str]) -> list[dict[str, Any] | None]:
+        if self.cache is None:
+            return [None] * len(keys)
+        try:
+            return list(await asyncio.gather(*(self.cache.get(k) for k in keys)))
+        except Exception as e:  # a cache outage costs speed, never a request
+            log.warning("translation cache unavailable: %s", e)
+            return [None] * len(keys)
+
+    async def _cache_set(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        if self.cache is None:
+            return
+        try:
+            await asyncio.gather(*(self.cache.set(k, v, self.cache_ttl_s) for k, v in items))
+        except Exception as e:
+            log.warning("translation cache unavailable: %s", e)
+
+    # --- the call -------------------------------------------------------------------------
 
     async def translate_batch(self, req: TranslationRequest) -> BatchResult:
-        """Validate `req`, decode in a worker thread, return results in input order.
+        """Validate `req`, retrieve, decode (shared batches), return results in input order.
 
-        Raises ServiceError subclasses (NotReady, NotFound, InvalidInput, ...).
+        Raises ServiceError subclasses (NotReady, NotFound, InvalidInput, Overloaded, ...).
         Synchronous callers (the CLI) run it with `anyio.run(engine.translate_batch, req)`.
         """
         start = time.perf_counter()
         model, domain, options = self._check(req)
         texts = list(req.texts)
-        out, decode_ms = await anyio.to_thread.run_sync(self._decode, model, texts, options)
-        results = [TextResult(t, model.name, domain) for t in out]
-        return BatchResult(results=results, total_ms=_ms(start), decode_ms=decode_ms)
+        lease = self._lease(domain)  # held until the last decoding step below
+        try:
+            version = lease.version if lease is not None else None
+            keys = [self.cache_key(model, version, domain, options, t) for t in texts]
+            found = await self._cache_get(keys)
+            todo = [i for i, hit in enumerate(found) if hit is None]
+            if self.cache is not None:
+                self.metrics.cache_lookup(len(texts) - len(todo), len(todo))
+            neighbours: dict[int, list[Neighbour]] = {}
+            retrieval_ms = decode_ms = 0.0
+            if lease is not None and todo:
+                t0 = time.perf_counter()
+                queries = [texts[i] for i in todo]
+                hits = await anyio.to_thread.run_sync(
+                    lease.retriever.search, queries, self.neighbours_k
+                )
+                neighbours = dict(zip(todo, hits, strict=True))
+                retrieval_ms = _ms(t0)
+                self.metrics.retrieval.labels(domain).observe(retrieval_ms / 1000)
+            if todo:
+                t0 = time.perf_counter()
+                pairs = None
+                if lease is not None:
+                    pairs = [[(n.source, n.target) for n in neighbours[i]] for i in todo]
+                out = await self._decode_async(model, [texts[i] for i in todo], options, pairs)
+                decode_ms = _ms(t0)
+                fresh = []
+                for i, translation in zip(todo, out, strict=True):
+                    value = {
+                        "translation": translation,
+                        "neighbours": [_neighbour_json(n) for n in neighbours.get(i, [])],
+                    }
+                    found[i] = value
+                    fresh.append((keys[i], value))
+                await self._cache_set(fresh)
+        finally:
+            if lease is not None:
+                lease.release()
+        results = [
+            TextResult(
+                translation=value["translation"],
+                model=model.name,
+                domain=domain,
+                store_version=version,
+                neighbours=[_neighbour_of(x) for x in value["neighbours"]]
+                if req.return_neighbours
+                else None,
+                cached=i not in todo,
+            )
+            for i, value in enumerate(found)
+            if value is not None
+        ]
+        total_ms = _ms(start)
+        self.metrics.latency.labels(domain, version or "none").observe(total_ms / 1000)
+        return BatchResult(
+            results=results,
+            total_ms=total_ms,
+            decode_ms=decode_ms,
+            retrieval_ms=retrieval_ms,
+            cache_hits=len(texts) - len(todo),
+        )

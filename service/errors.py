@@ -7,6 +7,7 @@ a stack trace or an echo of their (possibly huge) input.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,11 +27,19 @@ class ServiceError(Exception):
     status: int = 500
     code: str = "internal"
 
-    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+        **details: Any,
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        self.headers = headers or {}  # e.g. Retry-After, WWW-Authenticate
         self.details = details  # extra JSON fields, e.g. field="texts", limit="max_texts"
 
     def body(self) -> dict[str, Any]:
@@ -63,8 +72,64 @@ class NotReady(ServiceError):
     status, code = 503, "not_ready"
 
 
-def error_response(exc: ServiceError, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+class Unauthorized(ServiceError):
+    """No credentials where some are needed."""
+
+    status, code = 401, "unauthorized"
+
+
+class Forbidden(ServiceError):
+    """Credentials given, but not ones that open this route."""
+
+    status, code = 403, "forbidden"
+
+
+class Conflict(ServiceError):
+    """The request contradicts the current state (delete the active version, ...)."""
+
+    status, code = 409, "conflict"
+
+
+class TooManyRequests(ServiceError):
+    status, code = 429, "rate_limited"
+
+    def __init__(self, message: str, retry_after_s: float, **details: Any) -> None:
+        wait = max(1, math.ceil(retry_after_s))
+        super().__init__(message, headers={"Retry-After": str(wait)}, retry_after=wait, **details)
+
+
+class Overloaded(ServiceError):
+    """The decoding queue is full: refused at once rather than left waiting."""
+
+    status, code = 503, "overloaded"
+
+    def __init__(self, message: str, retry_after_s: float = 1.0, **details: Any) -> None:
+        wait = max(1, math.ceil(retry_after_s))
+        super().__init__(message, headers={"Retry-After": str(wait)}, retry_after=wait, **details)
+
+
+class ActivationFailed(ServiceError):
+    """A store version failed to load or validate; the previous version keeps serving."""
+
+    status, code = 422, "activation_failed"
+
+
+# LibreTranslate's routes answer errors as `{"error": "message"}`, which its clients parse.
+LIBRETRANSLATE_PATHS = frozenset({"/translate", "/languages"})
+
+
+def error_response(
+    exc: ServiceError, headers: dict[str, str] | None = None, flat: bool = False
+) -> JSONResponse:
+    """The JSON response of `exc`; `flat` gives LibreTranslate's shape (details alongside)."""
+    body = exc.body()
+    if flat:
+        body = {**exc.details, "error": exc.message, "code": exc.code}
+    return JSONResponse(body, status_code=exc.status, headers={**exc.headers, **(headers or {})})
+
+
+def _respond(request: Request, exc: ServiceError, headers: dict[str, str] | None = None):
+    return error_response(exc, headers, flat=request.url.path in LIBRETRANSLATE_PATHS)
 
 
 def _field(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -75,12 +140,12 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(parts)[:MAX_FIELD_CHARS]
 
 
-async def _service_error(_: Request, exc: Exception) -> JSONResponse:
+async def _service_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
-    return error_response(exc)
+    return _respond(request, exc)
 
 
-async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     # Only location, message and type: pydantic's "input" would echo the payload back.
     errors = [
@@ -92,25 +157,25 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     first = errors[0]
     message = f"{first['field']}: {first['message']}"
     err = InvalidInput(message, code="invalid_request", field=first["field"], errors=errors)
-    return error_response(err)
+    return _respond(request, err)
 
 
 _HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     message = str(exc.detail)
     if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body"
         message = "request body is not valid UTF-8"
     err = ServiceError(message, code=_HTTP_CODES.get(exc.status_code, "http_error"))
     err.status = exc.status_code
-    return error_response(err, headers=dict(exc.headers or {}))
+    return _respond(request, err, headers=dict(exc.headers or {}))
 
 
 async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(ServiceError("internal error"))
+    return _respond(request, ServiceError("internal error"))
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any, Literal
 
-from service.engine import BatchResult, LoadedModel, TranslationEngine, TranslationRequest
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.engine import BatchResult, LoadedModel, TextResult, TranslationRequest
+from service.shared import Job
 
 
 class _Schema(BaseModel):
@@ -15,25 +18,63 @@ class TranslateRequest(_Schema):
     texts: list[str]
     source_lang: str = "en"
     target_lang: str = "de"
-    # Accepted now so clients can send it; with no retrieval stores yet, any domain other
-    # than null or "general" is answered 404 unknown_domain (stores arrive in a later issue).
-    domain: str | None = None
+    domain: str | None = None  # null: "general"; otherwise a domain of GET /v1/domains
     model: str | None = None  # null or "default": the default model
     beam_size: int | None = None  # null: the configured default
+    return_neighbours: bool = False
 
     def to_engine(self) -> TranslationRequest:
         return TranslationRequest(**self.model_dump())
 
 
+class NeighbourOut(_Schema):
+    """A retrieved pair; `span` is the matched [start, end) token range of the query."""
+
+    source: str
+    target: str
+    score: float
+    pair_id: int
+    span: list[int] | None
+
+
 class TranslationResult(_Schema):
     translation: str
-    model: str
     domain: str
+    store_version: str | None  # null: served without a retrieval store
+    model: str
+    neighbours: list[NeighbourOut] | None = None  # present when return_neighbours
+    gate: float | None = None  # present for models that report their memory gate
+
+    @classmethod
+    def of(cls, r: TextResult) -> TranslationResult:
+        fields: dict[str, Any] = {}
+        if r.neighbours is not None:
+            fields["neighbours"] = [
+                NeighbourOut(
+                    source=n.source,
+                    target=n.target,
+                    score=float(n.score),
+                    pair_id=int(n.pair_id),
+                    span=list(n.span) if n.span is not None else None,
+                )
+                for n in r.neighbours
+            ]
+        if r.gate is not None:
+            fields["gate"] = r.gate
+        return cls(
+            translation=r.translation,
+            domain=r.domain,
+            store_version=r.store_version,
+            model=r.model,
+            **fields,
+        )
 
 
 class Timings(_Schema):
     total_ms: float
+    retrieval_ms: float
     decode_ms: float
+    cache_hits: int
 
 
 class TranslateResponse(_Schema):
@@ -42,11 +83,13 @@ class TranslateResponse(_Schema):
 
     @classmethod
     def from_result(cls, r: BatchResult) -> TranslateResponse:
-        results = [
-            TranslationResult(translation=x.translation, model=x.model, domain=x.domain)
-            for x in r.results
-        ]
-        return cls(results=results, timings=Timings(total_ms=r.total_ms, decode_ms=r.decode_ms))
+        timings = Timings(
+            total_ms=r.total_ms,
+            retrieval_ms=r.retrieval_ms,
+            decode_ms=r.decode_ms,
+            cache_hits=r.cache_hits,
+        )
+        return cls(results=[TranslationResult.of(x) for x in r.results], timings=timings)
 
 
 class StatusResponse(_Schema):
@@ -70,7 +113,7 @@ class ModelInfo(_Schema):
     languages: dict[str, str]
     parameters: int | None
     weights_sha256: str
-    domains: list[str]
+    uses_memory: bool
 
     @classmethod
     def of(cls, m: LoadedModel, default: bool) -> ModelInfo:
@@ -81,7 +124,7 @@ class ModelInfo(_Schema):
             languages=dict(m.manifest["languages"]),
             parameters=m.manifest.get("parameters"),
             weights_sha256=m.weights_sha256,
-            domains=list(m.domains),
+            uses_memory=m.uses_memory,
         )
 
 
@@ -91,26 +134,109 @@ class LimitsInfo(_Schema):
     max_body_bytes: int
     beam_size: int
     max_beam_size: int
+    queue_size: int
+    rate_limit: int  # per rate_window_s and key or client; 0: none
+    rate_window_s: float
 
 
 class InfoResponse(_Schema):
     ready: bool
     reason: str | None
     models: list[ModelInfo]
+    domains: list[str]
     limits: LimitsInfo
 
+
+# --- LibreTranslate -------------------------------------------------------------------------
+
+
+class LibreTranslateRequest(BaseModel):
+    """LibreTranslate's /translate body (JSON or form); unknown fields are ignored as there."""
+
+    model_config = ConfigDict(extra="ignore")
+    q: str | list[str]
+    source: str
+    target: str
+    format: str = "text"
+    api_key: str | None = None
+
+
+class LibreTranslateResponse(BaseModel):
+    translatedText: str | list[str]  # noqa: N815 (LibreTranslate's field name)
+    detectedLanguage: dict[str, Any] | list[dict[str, Any]] | None = None  # noqa: N815
+
+
+class LibreLanguage(_Schema):
+    code: str
+    name: str
+    targets: list[str]
+
+
+# --- domains and jobs -----------------------------------------------------------------------
+
+
+class LoadedVersion(_Schema):
+    version: str
+    leases: int
+    active: bool
+
+
+class ActivationAttempt(_Schema):
+    version: str
+    at: str
+    ok: bool
+    seconds: float
+    error: str | None
+
+
+class DomainInfo(_Schema):
+    domain: str
+    state: Literal["active", "inactive", "failed", "empty"]
+    active_version: str | None
+    method: str | None
+    pairs: int | None
+    versions: list[str]
+    previous_version: str | None
+    loaded: list[LoadedVersion]
+    last_attempt: ActivationAttempt | None
+
+
+class DomainList(_Schema):
+    domains: list[DomainInfo]
+
+
+class ActivateRequest(_Schema):
+    version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class Deleted(_Schema):
+    domain: str
+    deleted: str
+
+
+class JobResponse(_Schema):
+    id: str
+    state: str
+    progress: float
+    message: str
+    domain: str
+    method: str
+    result: dict[str, Any]
+    error: str | None
+    created_at: float
+    updated_at: float
+
     @classmethod
-    def of(cls, engine: TranslationEngine, max_body_bytes: int) -> InfoResponse:
-        lim = engine.limits
+    def of(cls, job: Job) -> JobResponse:
         return cls(
-            ready=engine.ready,
-            reason=engine.not_ready_reason,
-            models=[ModelInfo.of(m, m.name == engine.default_model) for m in engine.models],
-            limits=LimitsInfo(
-                max_texts=lim.max_texts,
-                max_chars=lim.max_chars,
-                max_body_bytes=max_body_bytes,
-                beam_size=lim.beam_size,
-                max_beam_size=lim.max_beam_size,
-            ),
+            id=job.id,
+            state=job.state,
+            progress=job.progress,
+            message=job.message,
+            domain=job.spec.get("domain", ""),
+            method=job.spec.get("method", ""),
+            result=dict(job.result),
+            error=job.error,
+            created_at=job.created_at,
+            updated_at=job.updated_at,
         )

@@ -1,0 +1,133 @@
+"""What routes depend on: the service state, and who may call what.
+
+Three kinds of route: public (health, info, metrics, docs, LibreTranslate's /languages),
+client (translation and domain reads: an API key when `api_keys` is set, and the rate
+limit), admin (management: the admin key; 404 when none is configured). Keys come in
+`Authorization: Bearer <key>`, `X-API-Key` (client) or `X-Admin-Key` (admin) and are compared
+in constant time. Rate limits count per API key (hashed) or, without one, per client address;
+neither ever becomes a metric label or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from service.domains import DomainManager
+from service.engine import TranslationEngine
+from service.errors import Forbidden, NotFound, NotReady, TooManyRequests, Unauthorized
+from service.metrics import Metrics
+from service.settings import Settings
+from service.shared import Backends
+
+
+@dataclass
+class Service:
+    """One app's state; the lifespan fills in what needs the event loop."""
+
+    settings: Settings
+    metrics: Metrics
+    engine: TranslationEngine
+    domains: DomainManager | None = None
+    backends: Backends | None = None
+    draining: bool = False
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+    def manager(self) -> DomainManager:
+        if self.domains is None:
+            raise NotReady("stores not loaded yet")
+        return self.domains
+
+    def require_backends(self) -> Backends:
+        if self.backends is None:
+            raise NotReady("shared state not connected yet")
+        return self.backends
+
+
+def get_service(request: Request) -> Service:
+    return request.app.state.service
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+
+
+def _bearer(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    scheme, _, token = auth.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _matches(given: str, keys: list[str]) -> bool:
+    ok = False
+    for key in keys:  # no early exit: timing says nothing about which key nearly matched
+        ok |= hmac.compare_digest(given.encode(), key.encode())
+    return ok
+
+
+def require_admin(request: Request, service: ServiceDep) -> None:
+    """Management routes: off (404) without an admin key, else 401 without and 403 wrong."""
+    admin = service.settings.admin_key
+    if admin is None:
+        raise NotFound("management routes are disabled (no admin key configured)", code="disabled")
+    given = _bearer(request) or request.headers.get("x-admin-key")
+    if not given:
+        raise Unauthorized(
+            "admin key required (Authorization: Bearer or X-Admin-Key)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if not _matches(given, [admin.get_secret_value()]):
+        raise Forbidden("wrong admin key")
+
+
+async def authorize_client(service: Service, request: Request, body_key: str | None) -> None:
+    """API key (when required) and rate limit of a translation or domain-read request."""
+    settings = service.settings
+    given = _bearer(request) or request.headers.get("x-api-key") or body_key
+    if settings.api_keys:
+        keys = list(settings.api_keys)
+        if settings.admin_key is not None:
+            keys.append(settings.admin_key.get_secret_value())
+        if not given:
+            service.metrics.rejections.labels("no_api_key").inc()
+            raise Unauthorized(
+                "API key required (Authorization: Bearer, X-API-Key or api_key)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        if not _matches(given, keys):
+            service.metrics.rejections.labels("bad_api_key").inc()
+            raise Forbidden("unknown API key")
+    if settings.rate_limit > 0:
+        if given:
+            who = "k:" + hashlib.sha256(given.encode()).hexdigest()[:32]
+        else:
+            who = "a:" + (request.client.host if request.client else "unknown")
+        limiter = service.require_backends().limiter
+        allowed, wait = await limiter.hit(who, settings.rate_limit, settings.rate_window_s)
+        if not allowed:
+            service.metrics.rejections.labels("rate_limited").inc()
+            raise TooManyRequests(
+                f"rate limit of {settings.rate_limit} requests per "
+                f"{settings.rate_window_s:g} s exceeded",
+                retry_after_s=wait,
+                limit="rate_limit",
+                max=settings.rate_limit,
+            )
+
+
+async def require_client(request: Request, service: ServiceDep) -> None:
+    await authorize_client(service, request, None)
+
+
+def admitting(service: Service) -> None:
+    """Refuse new work while draining (SIGTERM): in-flight requests still finish."""
+    if service.draining:
+        raise NotReady("draining: not admitting new requests")
+
+
+Admin = Depends(require_admin)
+Client = Depends(require_client)

@@ -1,0 +1,68 @@
+"""Public routes: liveness, readiness, info and the Prometheus exposition."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from service.deps import ServiceDep
+from service.errors import NotReady
+from service.schemas import (
+    ErrorResponse,
+    InfoResponse,
+    LimitsInfo,
+    ModelInfo,
+    StatusResponse,
+)
+
+router = APIRouter()
+
+
+@router.get("/livez", response_model=StatusResponse)
+async def livez() -> StatusResponse:
+    """The process answers (nothing else is checked)."""
+    return StatusResponse(status="ok")
+
+
+@router.get("/readyz", response_model=StatusResponse, responses={503: {"model": ErrorResponse}})
+async def readyz(service: ServiceDep) -> StatusResponse:
+    """Ready: the default model and every required domain's store loaded, not draining."""
+    engine = service.engine
+    if service.draining:
+        raise NotReady("draining")
+    if not engine.ready:
+        raise NotReady(engine.not_ready_reason or "not ready")
+    missing = service.manager().missing(service.settings.required_domains)
+    if missing:
+        raise NotReady(f"required domain(s) without an active store: {', '.join(missing)}")
+    return StatusResponse(status="ready")
+
+
+@router.get("/info", response_model=InfoResponse)
+async def info(service: ServiceDep) -> InfoResponse:
+    engine, s = service.engine, service.settings
+    lim = engine.limits
+    domains = service.domains.known_domains() if service.domains is not None else []
+    return InfoResponse(
+        ready=engine.ready,
+        reason=engine.not_ready_reason,
+        models=[ModelInfo.of(m, m.name == engine.default_model) for m in engine.models],
+        domains=domains,
+        limits=LimitsInfo(
+            max_texts=lim.max_texts,
+            max_chars=lim.max_chars,
+            max_body_bytes=s.max_body_bytes,
+            beam_size=lim.beam_size,
+            max_beam_size=lim.max_beam_size,
+            queue_size=s.queue_size,
+            rate_limit=s.rate_limit,
+            rate_window_s=s.rate_window_s,
+        ),
+    )
+
+
+@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+async def metrics(service: ServiceDep) -> Response:
+    """Prometheus text exposition (latency, queue, rejections, cache, swaps, jobs)."""
+    service.metrics.queue_depth.set(service.engine.queued)
+    return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

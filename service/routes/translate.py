@@ -1,0 +1,24 @@
+"""POST /v1/translate: the native translation API."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from service.deps import Client, ServiceDep, admitting
+from service.routes import ERRORS
+from service.schemas import TranslateRequest, TranslateResponse
+
+router = APIRouter(dependencies=[Client])
+
+
+@router.post(
+    "/v1/translate",
+    response_model=TranslateResponse,
+    response_model_exclude_unset=True,  # neighbours and gate only when present
+    responses=ERRORS,
+)
+async def translate(body: TranslateRequest, service: ServiceDep) -> TranslateResponse:
+    """Translate `texts` with the domain's active store version (per text: which one)."""
+    admitting(service)
+    result = await service.engine.translate_batch(body.to_engine())
+    return TranslateResponse.from_result(result)
