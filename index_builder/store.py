@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,9 +43,13 @@ from models.artifacts import (
     write_manifest,
 )
 
+if TYPE_CHECKING:
+    from models.bundle import LoadedBundle
+
 __all__ = [
     "ACTIVE",
     "FORMAT_VERSION",
+    "BuildOptions",
     "KIND",
     "METHODS",
     "Store",
@@ -107,18 +111,34 @@ class _Arrays(Mapping[str, np.ndarray]):
 
 
 @dataclass(frozen=True)
+class BuildOptions:
+    """How a store is built, beyond what it is built from; not recorded as parameters.
+
+    `model` is the bundle whose encoder makes dense vectors (a path, an already loaded bundle,
+    or None for the committed default bundle); `use_ray` spreads the encoding over Ray workers
+    (the store comes out identical).
+    """
+
+    progress: bool = False
+    model: Path | LoadedBundle | None = None
+    use_ray: bool = False
+
+
+@dataclass(frozen=True)
 class Method:
     """One retrieval method's side of the store format.
 
-    `write(directory, pairs, params, progress)` writes the method's files into the (temporary)
+    `write(directory, pairs, params, options)` writes the method's files into the (temporary)
     store directory and returns manifest fields: ``params`` (normalised, recorded) and
     ``counts`` (``items`` = n-grams or vectors indexed), plus for dense methods
-    ``model_sha256``, ``faiss_factory`` and ``dimension``. `load(store)` builds the retriever
-    from a verified store.
+    ``model_sha256``, ``model_path``, ``faiss_factory``, ``dimension`` and ``recall_at_10``.
+    `load(store, model)` builds the retriever from a verified store; `model` (a bundle path or
+    a loaded bundle) is only read by methods with `uses_model`.
     """
 
-    write: Callable[[Path, PairTexts, Mapping[str, Any], bool], dict[str, Any]]
-    load: Callable[[Store], Retriever]
+    write: Callable[[Path, PairTexts, Mapping[str, Any], BuildOptions], dict[str, Any]]
+    load: Callable[[Store, Path | LoadedBundle | None], Retriever]
+    uses_model: bool = False
 
 
 def _save_sparse(
@@ -135,35 +155,50 @@ def _vocab(store: Store) -> Vocabulary:
 
 
 def _write_idf_sentence(
-    directory: Path, pairs: PairTexts, params: Mapping[str, Any], progress: bool
+    directory: Path, pairs: PairTexts, params: Mapping[str, Any], options: BuildOptions
 ) -> dict[str, Any]:
     if params:
         raise ValueError(f"idf-sentence takes no parameters, got {sorted(params)}")
-    retriever = IdfSentenceRetriever.build(pairs, progress)
+    retriever = IdfSentenceRetriever.build(pairs, options.progress)
     return {"params": {}, "counts": _save_sparse(directory, retriever)}
 
 
-def _load_idf_sentence(store: Store) -> Retriever:
+def _load_idf_sentence(store: Store, model: Path | LoadedBundle | None) -> Retriever:
     return IdfSentenceRetriever.from_arrays(_Arrays(store), _vocab(store), store.pairs)
 
 
 def _write_idf_ngram(
-    directory: Path, pairs: PairTexts, params: Mapping[str, Any], progress: bool
+    directory: Path, pairs: PairTexts, params: Mapping[str, Any], options: BuildOptions
 ) -> dict[str, Any]:
     p = IdfNgramParams.from_dict(params)
-    retriever = IdfNgramRetriever.build(pairs, p, progress)
+    retriever = IdfNgramRetriever.build(pairs, p, options.progress)
     return {"params": p.to_dict(), "counts": _save_sparse(directory, retriever)}
 
 
-def _load_idf_ngram(store: Store) -> Retriever:
+def _load_idf_ngram(store: Store, model: Path | LoadedBundle | None) -> Retriever:
     params = IdfNgramParams.from_dict(store.manifest["params"])
     return IdfNgramRetriever.from_arrays(_Arrays(store), _vocab(store), store.pairs, params)
+
+
+def _write_dense_ngram(
+    directory: Path, pairs: PairTexts, params: Mapping[str, Any], options: BuildOptions
+) -> dict[str, Any]:
+    from index_builder.retrieval import dense_store  # torch and FAISS: only when asked for
+
+    return dense_store.write(directory, pairs, params, options.model, options.progress,
+                             options.use_ray)  # fmt: skip
+
+
+def _load_dense_ngram(store: Store, model: Path | LoadedBundle | None) -> Retriever:
+    from index_builder.retrieval import dense_store
+
+    return dense_store.load(store, model)
 
 
 METHODS: dict[str, Method] = {
     "idf-sentence": Method(_write_idf_sentence, _load_idf_sentence),
     "idf-ngram": Method(_write_idf_ngram, _load_idf_ngram),
-    # "dense-ngram": the FAISS method registers here (issue 3, dense part).
+    "dense-ngram": Method(_write_dense_ngram, _load_dense_ngram, uses_model=True),
 }
 
 
@@ -192,15 +227,21 @@ def build_store(
     params: Mapping[str, Any] | None = None,
     languages: tuple[str, str] = ("en", "de"),
     progress: bool = False,
+    *,
+    model: Path | LoadedBundle | None = None,
+    use_ray: bool = False,
 ) -> Path:
     """Build a store of `pairs` under ``out_dir/<domain>/<version>/``; return its path.
 
     Does not change the domain's ACTIVE version (see `set_active`). Raises `CorpusError` for
     an empty corpus and ValueError for a bad domain, method or parameter, before writing.
+    `model` and `use_ray` are for methods that encode with a model (dense-ngram).
     """
     _check_name("domain", domain)
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if not METHODS[method].uses_model and (model is not None or use_ray):
+        raise ValueError(f"{method} uses no model: a model bundle and Ray do not apply")
     if not pairs:
         raise CorpusError("empty corpus: no pairs to index")
     params = dict(params or {})
@@ -218,7 +259,8 @@ def build_store(
     with atomic_directory(final) as tmp:
         texts.sources.save(tmp, "sources")
         texts.targets.save(tmp, "targets")
-        written = METHODS[method].write(tmp, texts, params, progress)
+        options = BuildOptions(progress, model, use_ray)
+        written = METHODS[method].write(tmp, texts, params, options)
         counts = written["counts"]
         write_manifest(
             tmp,
@@ -236,8 +278,10 @@ def build_store(
                 "params": written["params"],
                 "corpus_sha256": corpus_hash,
                 "model_sha256": written.get("model_sha256"),
+                "model_path": written.get("model_path"),
                 "faiss_factory": written.get("faiss_factory"),
                 "dimension": written.get("dimension"),
+                "recall_at_10": written.get("recall_at_10"),
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                 "build_seconds": round(time.time() - started, 3),
             },
@@ -285,12 +329,18 @@ def open_store(path: Path) -> Store:
     return Store(root, manifest, pairs)
 
 
-def load_retriever(store: Path | Store) -> Retriever:
-    """Build the retriever of a store: a path is opened and verified first."""
+def load_retriever(store: Path | Store, model: Path | LoadedBundle | None = None) -> Retriever:
+    """Build the retriever of a store: a path is opened and verified first.
+
+    `model` is the bundle a dense store encodes queries with (default: the one recorded at
+    build time); it must be the very bundle the store was built with. Sparse stores ignore it.
+    """
     if not isinstance(store, Store):
         store = open_store(store)
     try:
-        return METHODS[store.method].load(store)
+        return METHODS[store.method].load(store, model)
+    except ArtifactError:
+        raise
     except (KeyError, ValueError) as e:
         raise ArtifactError(f"{store.root}: inconsistent {store.method} store: {e}") from e
 

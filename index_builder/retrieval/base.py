@@ -44,3 +44,15 @@ class Retriever(Protocol):
         k: int,
         exclude: Sequence[Collection[int]] | None = None,
     ) -> list[list[Neighbour]]: ...
+
+
+def check_search_args(
+    queries: Sequence[str], k: int, exclude: Sequence[Collection[int]] | None
+) -> None:
+    """The argument checks every `Retriever.search` makes before any work."""
+    if isinstance(queries, str):
+        raise TypeError("queries must be a sequence of sentences, not one string")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if exclude is not None and len(exclude) != len(queries):
+        raise ValueError(f"exclude has {len(exclude)} entries for {len(queries)} queries")

@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from index_builder.columns import PairTexts
 from index_builder.retrieval.base import Neighbour
+from index_builder.retrieval.base import check_search_args as _check_args
 from index_builder.retrieval.inverted import (
     InvertedIndex,
     QueryTerms,
@@ -371,12 +372,3 @@ class IdfNgramRetriever:
             span=t.span,
             matched=matched,
         )
-
-
-def _check_args(queries: Sequence[str], k: int, exclude: Sequence[Collection[int]] | None) -> None:
-    if isinstance(queries, str):
-        raise TypeError("queries must be a sequence of sentences, not one string")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if exclude is not None and len(exclude) != len(queries):
-        raise ValueError(f"exclude has {len(exclude)} entries for {len(queries)} queries")

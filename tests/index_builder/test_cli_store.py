@@ -127,12 +127,14 @@ def test_bad_corpus_refused_and_nothing_written(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--method", "dense-ngram"], "dense-ngram is not implemented yet"),
+        (["--method", "dense-ngram", "--model", "nowhere"], "no manifest.json"),
         (["--method", "bm25"], "unknown method 'bm25'"),
-        (["--method", "idf-sentence", "--widths", "2"], "apply to idf-ngram only"),
+        (["--method", "idf-sentence", "--widths", "2"], "apply to the n-gram methods only"),
         (["--method", "idf-ngram", "--widths", "2,x"], "comma-separated integers"),
         (["--method", "idf-ngram", "--widths", "0,4"], "widths must be positive"),
         (["--method", "idf-ngram", "--model", "m"], "dense-ngram only"),
+        (["--method", "idf-ngram", "--ray"], "dense-ngram only"),
+        (["--method", "idf-sentence", "--index", "Flat"], "dense-ngram only"),
     ],
 )
 def test_bad_options_refused(

@@ -1,0 +1,246 @@
+"""Dense n-gram retrieval (Bapna & Firat 2019, section 3.3): encoder-state n-grams in FAISS.
+
+A sentence is encoded with a model bundle's encoder (`encoder.Encoder`); each n-gram of its
+reduced set over sub-word positions (`ngrams.ngram_spans`) is the mean of its sub-word states.
+The corpus side indexes, per width, every sentence's reduced set (or every position with
+`all_positions`) in one FAISS index (`faiss_index`), searched by L2.
+
+Per query, as in IDF n-gram retrieval: for each reduced n-gram (widths widest first, then left
+to right) take the pair owning the nearest corpus n-gram of the same width, skipping pairs
+already taken or excluded (the next nearest instead); then keep the k best. The score is the
+negated squared L2 distance, so higher is better as for the IDF methods.
+
+Widths are sub-word positions; `DEFAULT_WIDTHS` follow the IDF default (8, 4), which were
+chosen on words (docs/retrieval-widths.md); sub-word n-grams of these widths are a little
+shorter in words. Corpus side reduced by default: indexing every position costs ~2x (width
+4) to ~4x (width 8) the memory and the Flat query time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import faiss
+import numpy as np
+
+from index_builder.columns import PairTexts
+from index_builder.retrieval.base import Neighbour, check_search_args
+from index_builder.retrieval.encoder import Encoder, encode_chunk
+from index_builder.retrieval.faiss_index import check_factory, default_search
+from index_builder.retrieval.ngrams import ngram_spans
+
+DEFAULT_WIDTHS = (8, 4)
+DEFAULT_FACTORY = "Flat"
+SCORE_DECIMALS = 6
+_FIRST_DEPTH = 32  # hits fetched per query n-gram; deepened x4 while all are taken or excluded
+
+
+@dataclass(frozen=True)
+class DenseNgramParams:
+    """Build parameters of a dense n-gram store (recorded in its manifest).
+
+    `batch_size` is the sentences per encoding chunk: it fixes the chunks, hence the floats,
+    so it is part of what a store was built with.
+    """
+
+    widths: tuple[int, ...] = DEFAULT_WIDTHS
+    all_positions: bool = False
+    factory: str = DEFAULT_FACTORY
+    search: str = ""  # FAISS ParameterSpace string; "" -> default_search(factory)
+    batch_size: int = 64
+    train_sample: int = 100_000  # vectors that train an IVF/PQ index
+    recall_sample: int = 1_000  # corpus vectors queried to measure recall@10 against Flat
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        widths = tuple(self.widths)
+        if not widths or any(not isinstance(w, int) or w < 1 for w in widths):
+            raise ValueError(f"widths must be positive integers, got {self.widths!r}")
+        if len(set(widths)) != len(widths):
+            raise ValueError(f"widths must be distinct, got {self.widths!r}")
+        object.__setattr__(self, "widths", tuple(sorted(widths, reverse=True)))
+        if not self.factory or not isinstance(self.factory, str):
+            raise ValueError(f"factory must be a FAISS factory string, got {self.factory!r}")
+        if not self.search:
+            object.__setattr__(self, "search", default_search(self.factory))
+        for name in ("batch_size", "train_sample", "recall_sample"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DenseNgramParams:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown dense-ngram parameter(s): {sorted(unknown)}")
+        kw = dict(d)
+        if "widths" in kw:
+            kw["widths"] = tuple(kw["widths"])
+        return cls(**kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["widths"] = list(self.widths)
+        return d
+
+    @property
+    def exact(self) -> bool:
+        return self.factory == "Flat"
+
+    def check(self, dimension: int) -> None:
+        """ValueError unless FAISS can build the factory (checked before encoding a corpus)."""
+        check_factory(self.factory, dimension, self.search)
+
+
+@dataclass(frozen=True)
+class DenseIndex:
+    """One width's FAISS index; FAISS id g is the n-gram of pair `owner[g]` at `start[g]`."""
+
+    width: int
+    index: faiss.Index
+    owner: np.ndarray  # (G,) int32
+    start: np.ndarray  # (G,) int32
+
+    def __post_init__(self) -> None:
+        g = len(self.owner)
+        if self.index.ntotal != g or len(self.start) != g:
+            raise ValueError(
+                f"width {self.width}: {self.index.ntotal} vectors, {g} owners, "
+                f"{len(self.start)} starts"
+            )
+
+
+@dataclass
+class _Taken:
+    pair_id: int
+    score: float
+    span: tuple[int, int]
+    width: int
+    item: int
+
+
+class DenseNgramRetriever:
+    """Dense n-gram retrieval over one FAISS index per width (see the module docstring)."""
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        indexes: Sequence[DenseIndex],
+        pairs: PairTexts,
+        params: DenseNgramParams,
+    ) -> None:
+        self.encoder, self.pairs, self.params = encoder, pairs, params
+        self.indexes = {x.width: x for x in indexes}
+        if sorted(self.indexes, reverse=True) != list(params.widths):
+            raise ValueError("FAISS indexes do not match the widths of the parameters")
+        for x in indexes:
+            if x.index.d != encoder.dimension:
+                raise ValueError(
+                    f"width {x.width}: index dimension {x.index.d}, encoder {encoder.dimension}"
+                )
+            if len(x.owner) and (x.owner.min() < 0 or x.owner.max() >= len(pairs)):
+                raise ValueError(f"width {x.width}: n-gram owners outside 0..{len(pairs) - 1}")
+
+    def query_vectors(
+        self, queries: Sequence[str]
+    ) -> tuple[list[list[int]], dict[int, dict[tuple[int, int], int]], dict[int, np.ndarray]]:
+        """Sub-word ids of each query and, per width, its reduced n-gram vectors.
+
+        Returns (ids, rows, vectors): ``rows[w][(q, start)]`` is the row of query q's n-gram at
+        `start` in ``vectors[w]`` (M_w, D). Queries are encoded in the store's chunk size.
+        """
+        ids = self.encoder.token_ids(queries)
+        widths = self.params.widths
+        present = [q for q in range(len(ids)) if ids[q]]
+        rows: dict[int, dict[tuple[int, int], int]] = {w: {} for w in widths}
+        parts: dict[int, list[np.ndarray]] = {w: [] for w in widths}
+        bs = self.params.batch_size
+        for lo in range(0, len(present), bs):
+            chunk = present[lo : lo + bs]
+            blocks = encode_chunk(self.encoder, [ids[q] for q in chunk], widths, False)
+            for w, block in zip(widths, blocks, strict=True):
+                base = sum(len(p) for p in parts[w])
+                for g, (r, a) in enumerate(zip(block.row, block.start, strict=True)):
+                    rows[w][(chunk[int(r)], int(a))] = base + g
+                parts[w].append(block.vectors)
+        dim = self.encoder.dimension
+        vectors = {
+            w: np.concatenate(parts[w]) if parts[w] else np.zeros((0, dim), np.float32)
+            for w in widths
+        }
+        return ids, rows, vectors
+
+    def search(
+        self,
+        queries: Sequence[str],
+        k: int,
+        exclude: Sequence[Collection[int]] | None = None,
+    ) -> list[list[Neighbour]]:
+        check_search_args(queries, k, exclude)
+        ids, rows, vectors = self.query_vectors(queries)
+        hits = {}
+        for w, x in self.indexes.items():
+            depth = min(_FIRST_DEPTH, x.index.ntotal)
+            if depth and len(vectors[w]):
+                hits[w] = (*x.index.search(vectors[w], depth), depth)
+        out = []
+        for q, toks in enumerate(ids):
+            banned = set(exclude[q]) if exclude is not None else set()
+            taken: list[_Taken] = []
+            for w in self.params.widths:
+                if w not in hits:
+                    continue
+                for span in ngram_spans(len(toks), w):
+                    found = self._nearest(w, hits[w], vectors[w], rows[w][(q, span[0])], banned)
+                    if found is None:
+                        continue
+                    item, distance = found
+                    pair_id = int(self.indexes[w].owner[item])
+                    banned.add(pair_id)
+                    taken.append(_Taken(pair_id, -distance, span, w, item))
+            order = sorted(range(len(taken)), key=lambda i: (-taken[i].score, i))[:k]
+            out.append([self._neighbour(taken[i]) for i in order])
+        return out
+
+    def _nearest(
+        self,
+        width: int,
+        hits: tuple[np.ndarray, np.ndarray, int],
+        vectors: np.ndarray,
+        row: int,
+        banned: set[int],
+    ) -> tuple[int, float] | None:
+        """(FAISS id, squared distance) of the nearest n-gram whose pair is not banned.
+
+        FAISS pads missing hits with id -1 (fewer vectors than asked, or an approximate index
+        that found no more): those are skipped, and the search is deepened only while it
+        returned a full list and the index holds more.
+        """
+        x = self.indexes[width]
+        distances, labels, depth = hits[0][row], hits[1][row], hits[2]
+        while True:
+            for d, g in zip(distances.tolist(), labels.tolist(), strict=True):
+                if g >= 0 and int(x.owner[g]) not in banned:
+                    return g, d
+            if (labels < 0).any() or depth >= x.index.ntotal:
+                return None
+            depth = min(depth * 4, x.index.ntotal)
+            d2, l2 = x.index.search(vectors[row : row + 1], depth)
+            distances, labels = d2[0], l2[0]
+
+    def _neighbour(self, t: _Taken) -> Neighbour:
+        x = self.indexes[t.width]
+        source = self.pairs.sources[t.pair_id]
+        start = int(x.start[t.item])
+        theirs = self.encoder.token_ids([source])[0]
+        return Neighbour(
+            pair_id=t.pair_id,
+            source=source,
+            target=self.pairs.targets[t.pair_id],
+            score=round(float(t.score), SCORE_DECIMALS),
+            span=t.span,
+            matched=self.encoder.piece_text(theirs[start : start + t.width]),
+        )

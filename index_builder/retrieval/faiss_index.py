@@ -1,0 +1,125 @@
+"""FAISS indexes of n-gram vectors: chosen by a factory string, trained on a sample, measured
+against exact search, written with `faiss.write_index` and read back only from verified bytes.
+
+`Flat` is exact. `IVF…` (with `,Flat`, `,PQ…`, optionally `,RFlat` to re-rank) and `HNSW…`
+are approximate: their search knobs (`nprobe`, `efSearch`) are a FAISS ParameterSpace string
+kept with the store (`DEFAULT_SEARCH` when none is given), and their recall@10 against exact
+search is measured on a sample of corpus vectors at build time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import faiss
+import numpy as np
+from tqdm import tqdm
+
+from models.artifacts import ArtifactError, sha256_bytes
+
+RECALL_K = 10
+_ADD_BLOCK = 1 << 16
+
+
+def default_search(factory: str) -> str:
+    """Search knobs for an approximate factory string: deep enough for recall@10 >= 0.95 at
+    our store sizes (see docs/retrieval-stores.md); empty for Flat."""
+    if "HNSW" in factory:
+        return "efSearch=128"
+    if factory.startswith("IVF"):
+        return "nprobe=16"
+    return ""
+
+
+def check_factory(factory: str, dimension: int, search: str) -> None:
+    """ValueError naming the problem when FAISS cannot build `factory` or set `search`."""
+    try:
+        index = faiss.index_factory(dimension, factory, faiss.METRIC_L2)
+    except RuntimeError as e:
+        raise ValueError(f"FAISS cannot build index {factory!r}: {str(e).splitlines()[0]}") from e
+    apply_search(index, search)
+
+
+def apply_search(index: faiss.Index, search: str) -> None:
+    if not search:
+        return
+    try:
+        faiss.ParameterSpace().set_index_parameters(index, search)
+    except RuntimeError as e:
+        raise ValueError(f"FAISS search parameters {search!r}: {str(e).splitlines()[0]}") from e
+
+
+def build_index(
+    vectors: np.ndarray,
+    factory: str,
+    search: str,
+    train_sample: int,
+    seed: int,
+    progress: bool = False,
+    label: str = "",
+) -> faiss.Index:
+    """A `factory` index holding `vectors` (N, D) float32, in order (FAISS id = row).
+
+    Indexes that need training are trained on at most `train_sample` rows drawn with `seed`.
+    """
+    n, dim = vectors.shape
+    index = faiss.index_factory(dim, factory, faiss.METRIC_L2)
+    if not index.is_trained:
+        rng = np.random.default_rng(seed)
+        rows = np.sort(rng.choice(n, size=min(n, train_sample), replace=False))
+        with tqdm(total=1, desc=f"training {factory} {label}", disable=not progress) as bar:
+            try:
+                index.train(np.ascontiguousarray(vectors[rows]))
+            except RuntimeError as e:
+                msg = str(e).splitlines()[0]
+                raise ValueError(f"cannot train {factory!r} on {len(rows)} vectors: {msg}") from e
+            bar.update(1)
+    with tqdm(total=n, desc=f"adding {label}", unit=" vectors", disable=not progress) as bar:
+        for lo in range(0, n, _ADD_BLOCK):
+            block = np.ascontiguousarray(vectors[lo : lo + _ADD_BLOCK])
+            index.add(block)
+            bar.update(len(block))
+    apply_search(index, search)
+    return index
+
+
+def recall_at_k(
+    index: faiss.Index, vectors: np.ndarray, sample: int, seed: int, k: int = RECALL_K
+) -> tuple[float, int]:
+    """(recall@k, queries): the share of the exact k nearest (brute force, `faiss.knn`) that
+    `index` returns, averaged over up to `sample` corpus vectors used as queries."""
+    n = len(vectors)
+    if n == 0:
+        return 1.0, 0
+    rng = np.random.default_rng(seed + 1)
+    queries = np.ascontiguousarray(vectors[np.sort(rng.choice(n, min(n, sample), replace=False))])
+    kk = min(k, n)
+    _, exact = faiss.knn(queries, vectors, kk, metric=faiss.METRIC_L2)
+    _, approx = index.search(queries, kk)
+    hits = [len(set(a[a >= 0]) & set(e[e >= 0])) / max(1, int((e >= 0).sum()))
+            for a, e in zip(approx, exact, strict=True)]  # fmt: skip
+    return float(np.mean(hits)), len(queries)
+
+
+def write_index(index: faiss.Index, path: Path) -> None:
+    faiss.write_index(index, str(path))
+
+
+def read_verified_index(path: Path, sha256: str) -> faiss.Index:
+    """Read a FAISS index file whose bytes hash to `sha256`, else ArtifactError.
+
+    The bytes FAISS parses are the bytes that were hashed (read once, checked, deserialised),
+    so a file swapped after the store was verified is refused too; FAISS never sees a byte
+    that is not the one written at build time.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ArtifactError(f"{path}: unreadable FAISS index: {e}") from e
+    if sha256_bytes(data) != sha256:
+        raise ArtifactError(f"{path}: checksum mismatch for {Path(path).name} (changed on disk)")
+    try:
+        return faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+    except RuntimeError as e:
+        msg = str(e).splitlines()[0]
+        raise ArtifactError(f"{path}: not a readable FAISS index: {msg}") from e
