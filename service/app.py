@@ -28,6 +28,7 @@ from service.errors import BadRequest, PayloadTooLarge, error_response, install_
 from service.metrics import Metrics
 from service.routes import domains, health, libretranslate, management, translate
 from service.settings import DOMAIN_PATTERN, Settings
+from service.shared import Backends
 from service.worker import run_worker
 
 log = logging.getLogger("ragmt.service")
@@ -86,7 +87,8 @@ class BodySizeLimit:
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     service: Service = app.state.service
     settings, engine = service.settings, service.engine
-    backends = await open_backends(settings)
+    injected = app.state.backends
+    backends = injected if injected is not None else await open_backends(settings)
     service.backends = backends
     manager = DomainManager(
         settings.store_root,
@@ -120,11 +122,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             task.cancel()
         await asyncio.gather(*service.tasks, return_exceptions=True)
         await manager.stop()
-        await backends.close()
+        if injected is None:  # injected backends belong to the caller
+            await backends.close()
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app; models and stores load when the lifespan starts (not here)."""
+def create_app(settings: Settings | None = None, backends: Backends | None = None) -> FastAPI:
+    """Build the app; models and stores load when the lifespan starts (not here).
+
+    `backends` replaces what the settings would open (tests run two replicas on one set).
+    """
     settings = settings if settings is not None else Settings()
     limits = Limits(
         max_texts=settings.max_texts,
@@ -143,6 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="ragmt translation service", version="0.2.0", lifespan=lifespan)
     app.state.settings = settings
     app.state.engine = engine
+    app.state.backends = backends
     app.state.service = Service(settings=settings, metrics=metrics, engine=engine)
     for module in (health, translate, libretranslate, domains, management):
         app.include_router(module.router)
