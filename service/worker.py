@@ -36,6 +36,7 @@ log = logging.getLogger("ragmt.worker")
 
 UPLOADS = ".uploads"  # under stores_dir; hidden, so never taken for a domain
 UPLOAD_NAME = re.compile(r"[0-9a-f]{64}\.(tsv|tmx|src|tgt)")
+_UPLOAD_IN_TEXT = re.compile(r"\.uploads/[0-9a-f]{64}\.[a-z]+")
 FORMATS = ("tsv", "tmx", "moses")
 HEARTBEAT_S = 30.0  # a running job's record is touched this often (a Redis claim's liveness)
 
@@ -123,10 +124,11 @@ def _remove_uploads(stores_dir: Path, spec: dict[str, Any]) -> None:
 
 
 def _safe(e: BaseException, stores_dir: Path) -> str:
+    """The error for the job record: no server paths, uploads named as such."""
     msg = str(e) or type(e).__name__
     for root in {str(Path(stores_dir).resolve()), str(stores_dir)}:
         msg = msg.replace(root + os.sep, "").replace(root, "<stores>")
-    return msg[:500]
+    return _UPLOAD_IN_TEXT.sub("uploaded corpus", msg)[:500]
 
 
 async def _heartbeat(jobs: JobQueue, job_id: str) -> None:
