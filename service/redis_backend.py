@@ -147,8 +147,7 @@ class RedisRegistry:
             return
         task.cancel()
         if task is not asyncio.current_task():  # a listener may unsubscribe itself
-            with suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait([task])  # unlike `await task`, keeps our own cancellation
 
     async def _read_forever(self) -> None:
         """Subscribe, pump, and on any failure log, back off and start over; never raises."""
