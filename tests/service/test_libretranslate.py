@@ -1,0 +1,125 @@
+"""LibreTranslate's /translate and /languages, as its clients call them (JSON and forms)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.settings import Settings
+from tests.service.conftest import HELD_OUT
+from tests.toy import gloss
+
+LIMITS = dict(max_texts=3, max_chars=40, beam_size=1)
+
+
+@pytest.fixture(scope="module")
+def client(bundle: Path) -> Iterator[TestClient]:
+    s = Settings(model_path=bundle, stores_dir=bundle.parent / "no-stores", **LIMITS)
+    with TestClient(create_app(s)) as c:
+        yield c
+
+
+def lt_error(resp, status: int) -> str:
+    """LibreTranslate's error shape: {"error": "message"} (plus our code and details)."""
+    assert resp.status_code == status, resp.text
+    body = resp.json()
+    assert isinstance(body["error"], str) and body["error"]
+    assert "Traceback" not in resp.text
+    return body["error"]
+
+
+def test_json_string_and_list(client: TestClient) -> None:
+    resp = client.post("/translate", json={"q": HELD_OUT, "source": "en", "target": "de"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {"translatedText": gloss(HELD_OUT)}
+    texts = ["red tree", "one two three"]
+    body = {"q": texts, "source": "en", "target": "de", "format": "text", "api_key": ""}
+    assert client.post("/translate", json=body).json() == {
+        "translatedText": [gloss(t) for t in texts]
+    }
+
+
+def test_form_bodies(client: TestClient) -> None:
+    form = {"q": "blue house", "source": "en", "target": "de", "format": "text"}
+    resp = client.post("/translate", data=form)
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {"translatedText": "blau haus"}
+    many = [("q", "one"), ("q", "two"), ("source", "en"), ("target", "de")]
+    resp = client.post(
+        "/translate",
+        content="&".join(f"{k}={v}" for k, v in many),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert resp.json() == {"translatedText": ["eins", "zwei"]}
+    resp = client.post(
+        "/translate", files={"q": (None, "green")}, data={"source": "en", "target": "de"}
+    )
+    assert resp.json() == {"translatedText": "grün"}
+
+
+def test_auto_source_reports_the_detected_language(client: TestClient) -> None:
+    resp = client.post("/translate", json={"q": "five", "source": "auto", "target": "de"})
+    assert resp.json() == {
+        "translatedText": "fünf",
+        "detectedLanguage": {"confidence": 100.0, "language": "en"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "needle"),
+    [
+        ({"q": "one", "source": "en", "target": "de", "format": "html"}, 400, "format"),
+        ({"q": "one", "source": "en", "target": "fr"}, 422, "en->de"),
+        ({"q": "one", "source": "xx", "target": "de"}, 422, "en->de"),
+        ({"q": "", "source": "en", "target": "de"}, 422, "q.0"),
+        ({"q": ["one"] * 4, "source": "en", "target": "de"}, 422, "max_texts=3"),
+        ({"q": "one " * 20, "source": "en", "target": "de"}, 422, "max_chars=40"),
+        ({"q": 5, "source": "en", "target": "de"}, 422, "q"),
+        ({"source": "en", "target": "de"}, 422, "q"),
+        ({"q": "one", "target": "de"}, 422, "source"),
+    ],
+)
+def test_errors_are_libretranslate_shaped(client: TestClient, body, status, needle) -> None:
+    assert needle in lt_error(client.post("/translate", json=body), status)
+
+
+def test_malformed_bodies(client: TestClient) -> None:
+    json_type = {"content-type": "application/json"}
+    assert "UTF-8" in lt_error(
+        client.post("/translate", content=b'{"q": "\xff"}', headers=json_type), 400
+    )
+    assert "JSON" in lt_error(client.post("/translate", content=b"{", headers=json_type), 422)
+    assert "object" in lt_error(client.post("/translate", content=b"[1]", headers=json_type), 422)
+
+
+def test_languages(client: TestClient) -> None:
+    resp = client.get("/languages")
+    assert resp.status_code == 200
+    assert resp.json() == [
+        {"code": "de", "name": "German", "targets": []},
+        {"code": "en", "name": "English", "targets": ["de"]},
+    ]
+
+
+def test_api_key_in_the_body_or_a_header(bundle: Path) -> None:
+    s = Settings(
+        model_path=bundle, stores_dir=bundle.parent / "no-stores", api_keys="k1,k2", beam_size=1
+    )
+    body = {"q": "red", "source": "en", "target": "de"}
+    with TestClient(create_app(s)) as c:
+        assert "API key" in lt_error(c.post("/translate", json=body), 401)
+        assert lt_error(c.post("/translate", json=body | {"api_key": "nope"}), 403)
+        assert c.post("/translate", json=body | {"api_key": "k2"}).json() == {
+            "translatedText": "rot"
+        }
+        assert c.post("/translate", data=body | {"api_key": "k1"}).status_code == 200
+        resp = c.post("/translate", json=body, headers={"X-API-Key": "k1"})
+        assert resp.status_code == 200
+        # A key is checked before the body: no key and a broken body is still a 401.
+        assert lt_error(
+            c.post("/translate", content=b"{", headers={"content-type": "application/json"}), 401
+        )
