@@ -169,7 +169,7 @@ class RedisRegistry:
                 self.connected = False
                 with suppress(Exception):
                     await pubsub.aclose()
-            # Full jitter: replicas that lost Redis together do not reconnect in lockstep.
+            # Jitter: replicas that lost Redis together do not reconnect in lockstep.
             delay = min(BACKOFF_MAX_S, BACKOFF_MIN_S * 2**self._failures)
             await asyncio.sleep(random.uniform(0.5, 1.0) * delay)
 
@@ -232,10 +232,10 @@ class RedisCache:
             return None
 
     async def set(self, key: str, value: dict[str, Any], ttl_s: int) -> None:
-        if ttl_s <= 0:  # already expired: Redis refuses EX 0
+        if int(ttl_s) <= 0:  # already expired: Redis refuses EX 0
             return
         with _redis_errors("cache set"):
-            await self._client.set(self._prefix + _digest(key), json.dumps(value), ex=ttl_s)
+            await self._client.set(self._prefix + _digest(key), json.dumps(value), ex=int(ttl_s))
 
 
 # Sliding-window log: the sorted set holds the time (µs, Redis clock) of each allowed hit in

@@ -172,6 +172,11 @@ class Proxy:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._frozen: set[asyncio.StreamWriter] = set()
+
+    def freeze(self) -> None:
+        """Silently drop all traffic on the open connections (a partition: no FIN, no RST)."""
+        self._frozen |= self._writers
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
@@ -191,6 +196,8 @@ class Proxy:
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             try:
                 while data := await src.read(65536):
+                    if dst in self._frozen:
+                        continue
                     dst.write(data)
                     await dst.drain()
             except (ConnectionError, OSError):
@@ -233,6 +240,36 @@ def test_outage_raises_typed_errors_and_reader_survives(
             assert await backends.cache.get("some text") is None  # pool recovered too
         finally:
             await backends.close()
+            await proxy.stop()
+
+    asyncio.run(main())
+
+
+def test_silent_pubsub_link_is_detected_by_ping(
+    prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition sends no FIN: only the missing pong shows the subscription is dead."""
+    for name in ("POLL_S", "PING_INTERVAL_S", "PING_TIMEOUT_S"):
+        monkeypatch.setattr(f"service.redis_backend.{name}", 0.2)
+
+    async def main() -> None:
+        proxy = Proxy()
+        await proxy.start()
+        behind = await redis_backends(f"redis://127.0.0.1:{proxy.port}/0", prefix)
+        direct = await redis_backends(REDIS_URL, prefix)
+        try:
+            heard = Recorder()
+            await behind.registry.subscribe(heard)
+            await _eventually(lambda: heard.reconciles() == 1)
+            proxy.freeze()
+            await direct.registry.set_active("medical", "v1")  # lost on the frozen link
+            await _eventually(lambda: heard.reconciles() == 2)
+            assert ("medical", "v1") not in heard.calls  # hence the reconcile
+            await direct.registry.set_active("medical", "v2")
+            await _eventually(lambda: heard.calls[-1:] == [("medical", "v2")])
+        finally:
+            await behind.close()
+            await direct.close()
             await proxy.stop()
 
     asyncio.run(main())
