@@ -1,0 +1,121 @@
+"""Every route of the app and its protection: public, client (API keys) or admin.
+
+A new route fails `test_every_route_is_classified` until it is added to PROTECTION, so no
+route can appear without a decision about who may call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.settings import Settings
+
+PUBLIC, CLIENT, ADMIN = "public", "client", "admin"
+PROTECTION = {
+    ("GET", "/livez"): PUBLIC,
+    ("GET", "/readyz"): PUBLIC,
+    ("GET", "/info"): PUBLIC,
+    ("GET", "/metrics"): PUBLIC,
+    ("GET", "/languages"): PUBLIC,
+    ("GET", "/openapi.json"): PUBLIC,
+    ("GET", "/docs"): PUBLIC,
+    ("GET", "/docs/oauth2-redirect"): PUBLIC,
+    ("GET", "/redoc"): PUBLIC,
+    ("POST", "/v1/translate"): CLIENT,
+    ("POST", "/translate"): CLIENT,
+    ("GET", "/v1/domains"): CLIENT,
+    ("GET", "/v1/domains/{domain}"): CLIENT,
+    ("POST", "/v1/domains/{domain}/corpora"): ADMIN,
+    ("POST", "/v1/domains/{domain}/activate"): ADMIN,
+    ("POST", "/v1/domains/{domain}/rollback"): ADMIN,
+    ("DELETE", "/v1/domains/{domain}/versions/{version}"): ADMIN,
+    ("GET", "/v1/jobs/{job_id}"): ADMIN,
+}
+SAMPLE = {"{domain}": "general", "{version}": "20250101T000000.000Z-00000000", "{job_id}": "j1"}
+BODY = {
+    "/v1/translate": {"texts": ["one"]},
+    "/translate": {"q": "one", "source": "en", "target": "de"},
+    "/v1/domains/{domain}/activate": {"version": "v1"},
+}
+
+
+def route_table(routes: list) -> set[tuple[str, str]]:
+    """(method, path) of every route, descending into included routers."""
+    out: set[tuple[str, str]] = set()
+    for r in routes:
+        inner = getattr(r, "original_router", None)  # newer FastAPI includes routers lazily
+        if inner is not None:
+            out |= route_table(inner.routes)
+        elif getattr(r, "methods", None):
+            out |= {(m, r.path) for m in r.methods if m != "HEAD"}
+        else:
+            out.add(("?", repr(r)))  # a kind of route this test does not know: fail
+    return out
+
+
+def call(c: TestClient, method: str, path: str, headers: dict[str, str] | None = None):
+    url = path
+    for name, value in SAMPLE.items():
+        url = url.replace(name, value)
+    body = BODY.get(path)
+    return c.request(method, url, json=body, headers=headers or {})
+
+
+def settings(bundle: Path, **extra) -> Settings:
+    return Settings(model_path=bundle, stores_dir=bundle.parent / "no-stores", beam_size=1, **extra)
+
+
+@pytest.fixture(scope="module")
+def locked(bundle: Path) -> Iterator[TestClient]:
+    """Admin key and API keys set."""
+    with TestClient(create_app(settings(bundle, admin_key="adm", api_keys="cli"))) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def open_app(bundle: Path) -> Iterator[TestClient]:
+    """No admin key (management off) and no API keys (translation open)."""
+    with TestClient(create_app(settings(bundle))) as c:
+        yield c
+
+
+def test_every_route_is_classified(tmp_path: Path) -> None:
+    app = create_app(Settings(model_path=tmp_path / "absent"))  # no lifespan: routes only
+    assert route_table(app.routes) == set(PROTECTION)
+    documented = {(m.upper(), p) for p, ops in app.openapi()["paths"].items() for m in ops}
+    assert documented <= set(PROTECTION)
+
+
+@pytest.mark.parametrize("route", sorted(r for r, p in PROTECTION.items() if p == ADMIN))
+def test_admin_routes_need_the_admin_key(locked: TestClient, open_app, route) -> None:
+    method, path = route
+    resp = call(open_app, method, path)  # no admin key configured: the routes are off
+    assert (resp.status_code, resp.json()["error"]["code"]) == (404, "disabled")
+    resp = call(locked, method, path)
+    assert resp.status_code == 401 and resp.headers["www-authenticate"] == "Bearer"
+    assert call(locked, method, path, {"Authorization": "Bearer wrong"}).status_code == 403
+    assert call(locked, method, path, {"X-Admin-Key": "wrong"}).status_code == 403
+    assert call(locked, method, path, {"Authorization": "Bearer cli"}).status_code == 403
+    for good in ({"Authorization": "Bearer adm"}, {"X-Admin-Key": "adm"}):
+        resp = call(locked, method, path, good)  # past the gate: the route's own answer
+        assert resp.status_code not in (401, 403) and resp.json()["error"]["code"] != "disabled"
+
+
+@pytest.mark.parametrize("route", sorted(r for r, p in PROTECTION.items() if p == CLIENT))
+def test_client_routes_need_an_api_key_when_configured(locked: TestClient, open_app, route) -> None:
+    method, path = route
+    assert call(open_app, method, path).status_code == 200  # no keys configured: open
+    assert call(locked, method, path).status_code == 401
+    assert call(locked, method, path, {"X-API-Key": "wrong"}).status_code == 403
+    for good in ({"X-API-Key": "cli"}, {"Authorization": "Bearer cli"}, {"X-API-Key": "adm"}):
+        assert call(locked, method, path, good).status_code == 200
+
+
+@pytest.mark.parametrize("route", sorted(r for r, p in PROTECTION.items() if p == PUBLIC))
+def test_public_routes_need_nothing(locked: TestClient, route) -> None:
+    assert call(locked, *route).status_code == 200
