@@ -1,11 +1,16 @@
-"""Sparse retrieval stores on real domains, side by side in one run: build time and throughput,
-size on disk, load time (with checksum verification), resident memory, and query latency per
-sentence at batch 1 (p50/p95) and batch 32:
+"""Retrieval stores on real domains, side by side in one run: build time and throughput (pairs/s,
+items/s: n-grams or vectors), size on disk, load time (with checksum verification), resident
+memory, recall@10 of approximate FAISS indexes against Flat, and query latency per sentence at
+batch 1 (p50/p95) and batch 32, including query encoding for the dense method:
 
-    python -m benchmarks.retrieval --data /root/ragmt/data/en-de --stores /root/ragmt/stores
+    python -m benchmarks.retrieval --data /root/ragmt/data/en-de --stores /root/ragmt/stores \\
+        --model /root/ragmt/runs/base/bundle
 
-Builds `idf-sentence` and `idf-ngram` (default widths) stores for each domain's train split
-under --stores, marks the last built one active, and queries them with the dev sentences.
+Builds `idf-sentence`, `idf-ngram` and `dense-ngram` (Flat) stores for each domain's train
+split under --stores, then the approximate dense stores (`--approx`, FACTORY:SEARCH) from the
+Flat store's vectors: the same vectors a fresh build makes (same chunks), so only the FAISS
+index is rebuilt; their "build s" is the Flat build's (encoding) plus their index time.
+Queries are the dev sentences.
 """
 
 from __future__ import annotations
@@ -13,17 +18,21 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
+import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
+import faiss
 
+from benchmarks._common import machine, pct
 from index_builder.readers import read_moses
-from index_builder.store import build_store, load_retriever, set_active
+from index_builder.retrieval.faiss_index import build_index, recall_at_k, write_index
+from index_builder.store import build_store, load_retriever, open_store, set_active
+from models.artifacts import MANIFEST, write_manifest
 
-METHODS = ("idf-sentence", "idf-ngram")
+SPARSE = ("idf-sentence", "idf-ngram")
+APPROX = "HNSW32:efSearch=128;IVF1024,PQ64x4fs,RFlat:nprobe=32,k_factor_rf=8"
 
 
 def _rss_mib() -> float:
@@ -32,77 +41,137 @@ def _rss_mib() -> float:
     return kb / 1024
 
 
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.machine()
-
-
 def _size_mib(path: Path) -> float:
     return sum(p.stat().st_size for p in path.iterdir()) / 2**20
+
+
+def _derive_approx(flat: Path, factory: str, search: str) -> tuple[Path, float]:
+    """A copy of the Flat dense store with `factory` indexes built from its vectors, recall@10
+    measured and recorded as `build_store` does; returns (path, index seconds)."""
+    store = open_store(flat)
+    m = dict(store.manifest)
+    params = {**m["params"], "factory": factory, "search": search}
+    out = flat.parent / f"{flat.name}-{factory.replace(',', '_')}"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(flat, out)
+    seconds, recall = 0.0, {}
+    for w in params["widths"]:
+        name = f"w{w}"
+        vectors = faiss.read_index(str(flat / f"{name}.faiss"))
+        vectors = vectors.reconstruct_n(0, vectors.ntotal)
+        t0 = time.perf_counter()
+        index = build_index(vectors, factory, search, params["train_sample"], params["seed"])
+        seconds += time.perf_counter() - t0
+        recall[name], recall[f"queries_{name}"] = recall_at_k(
+            index, vectors, params["recall_sample"], params["seed"]
+        )
+        write_index(index, out / f"{name}.faiss")
+        del index, vectors
+    n = sum(recall[f"queries_w{w}"] for w in params["widths"])
+    recall["all"] = sum(recall[f"w{w}"] * recall[f"queries_w{w}"] for w in params["widths"]) / n
+    recall["k"] = 10
+    m.pop("files")
+    m.update(params=params, faiss_factory=factory, recall_at_10=recall, version=out.name)
+    (out / MANIFEST).unlink()
+    write_manifest(out, m)
+    return out, seconds
+
+
+def _latency(
+    search: Callable[[list[str]], object], dev: list[str], n1: int, n32: int
+) -> tuple[list[float], float]:
+    search(dev[:8])  # warm-up
+    lat = []
+    for s in dev[:n1]:
+        t1 = time.perf_counter()
+        search([s])
+        lat.append((time.perf_counter() - t1) * 1000)
+    batch = dev[:n32]
+    t1 = time.perf_counter()
+    for lo in range(0, len(batch), 32):
+        search(batch[lo : lo + 32])
+    return lat, (time.perf_counter() - t1) / len(batch) * 1000
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data", type=Path, default=Path("data/en-de"))
     ap.add_argument("--stores", type=Path, default=Path("stores"))
+    ap.add_argument("--model", type=Path, default=None, help="bundle for dense-ngram")
     ap.add_argument("--domains", default="bible,software-docs")
+    ap.add_argument("--methods", default="idf-sentence,idf-ngram,dense-ngram")
+    ap.add_argument("--approx", default=APPROX, help="FACTORY:SEARCH;... ('' for none)")
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--limit", type=int, default=0, help="first N train pairs (0: all)")
     ap.add_argument("--latency-sentences", type=int, default=200, help="batch-1 queries")
-    ap.add_argument("--batch-sentences", type=int, default=500, help="batch-32 queries")
+    ap.add_argument("--batch-sentences", type=int, default=512, help="batch-32 queries")
+    ap.add_argument("--flat-sentences", type=int, default=64, help="dense Flat: fewer queries")
     args = ap.parse_args()
-    print(f"machine: {_cpu()}; {os.cpu_count()} cores; k = {args.k}; dev sentences as queries")
+    methods = args.methods.split(",")
+    approx = [tuple(a.split(":", 1)) for a in args.approx.split(";") if a]
+    print(f"machine: {machine()}; faiss {faiss.__version__} ({faiss.omp_get_max_threads()} "
+          f"threads); k = {args.k}; dev sentences as queries")  # fmt: skip
     print(
-        "\n| domain | method | pairs | items | build s | pairs/s | items/s | disk MiB "
-        "| load s | RSS +MiB | b1 p50 ms | b1 p95 ms | b32 ms/sent |"
+        "\n| domain | method | index | pairs | items | build s | pairs/s | items/s | disk MiB "
+        "| load s | RSS +MiB | recall@10 | b1 p50 ms | b1 p95 ms | b32 ms/sent | encode p50 ms |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for domain in args.domains.split(","):
         d = args.data / domain
         pairs = read_moses(d / "train.en", d / "train.de")
+        if args.limit:
+            pairs = pairs[: args.limit]
         dev = (d / "dev.en").read_text(encoding="utf-8").splitlines()
-        rows = {}
-        for method in METHODS:
+        rows: dict[str, tuple[float, float]] = {}
+        builds: list[tuple[str, str, Path, float]] = []
+        for method in methods:
+            dense = method == "dense-ngram"
             gc.collect()
             t0 = time.perf_counter()
-            path = build_store(pairs, domain, method, args.stores)
+            model = {"model": args.model} if dense else {}
+            path = build_store(pairs, domain, method, args.stores, **model)
             build = time.perf_counter() - t0
             set_active(args.stores, domain, path.name)
+            builds.append((method, "Flat" if dense else "-", path, build))
+            if dense:
+                for factory, search in approx:
+                    derived, seconds = _derive_approx(path, factory, search)
+                    builds.append((method, factory, derived, build + seconds))
+        for method, factory, path, build in builds:
+            dense = method == "dense-ngram"
             manifest = json.loads((path / "manifest.json").read_text())
             gc.collect()
             rss0 = _rss_mib()
             t0 = time.perf_counter()
-            r = load_retriever(path)
+            r = load_retriever(path, args.model if dense else None)
             load = time.perf_counter() - t0
-            r.search(dev[:8], args.k)  # warm-up
-            lat = []
-            for s in dev[: args.latency_sentences]:
-                t1 = time.perf_counter()
-                r.search([s], args.k)
-                lat.append((time.perf_counter() - t1) * 1000)
-            batch = dev[: args.batch_sentences]
-            t1 = time.perf_counter()
-            for lo in range(0, len(batch), 32):
-                r.search(batch[lo : lo + 32], args.k)
-            b32 = (time.perf_counter() - t1) / len(batch) * 1000
             rss = _rss_mib() - rss0
+            few = factory == "Flat"
+            n1 = min(args.latency_sentences, args.flat_sentences) if few else args.latency_sentences
+            n32 = min(args.batch_sentences, args.flat_sentences) if few else args.batch_sentences
+            lat, b32 = _latency(lambda qs, r=r: r.search(qs, args.k), dev, n1, n32)
+            encode = "-"
+            if dense:
+                enc, _ = _latency(lambda qs, r=r: r.query_vectors(qs), dev, n1, 32)
+                encode = f"{pct(enc, 50):.2f}"
+            recall = manifest.get("recall_at_10")
+            recall_text = f"{recall['all']:.3f}" if recall else "-"
             items = manifest["items"]
-            rows[method] = (np.percentile(lat, 50), b32)
+            rows[method if factory == "-" else f"{method} {factory}"] = (pct(lat, 50), b32)
             print(
-                f"| {domain} | {method} | {len(pairs)} | {items} | {build:.1f} "
+                f"| {domain} | {method} | {factory} | {len(pairs)} | {items} | {build:.1f} "
                 f"| {len(pairs) / build:.0f} | {items / build:.0f} | {_size_mib(path):.1f} "
-                f"| {load:.2f} | {rss:.0f} | {np.percentile(lat, 50):.2f} "
-                f"| {np.percentile(lat, 95):.2f} | {b32:.2f} |",
+                f"| {load:.2f} | {rss:.0f} | {recall_text} "
+                f"| {pct(lat, 50):.2f} | {pct(lat, 95):.2f} | {b32:.2f} | {encode} |",
                 flush=True,
             )
             del r
-        s, n = rows["idf-sentence"], rows["idf-ngram"]
-        print(
-            f"| {domain} | ratio ngram/sentence | | | | | | | | | {n[0] / s[0]:.1f}x | "
-            f"| {n[1] / s[1]:.1f}x |"
-        )
+        base = rows.get("idf-ngram")
+        if base:
+            for name, (p50, b32) in rows.items():
+                if name != "idf-ngram":
+                    print(f"| {domain} | ratio {name} / idf-ngram | | | | | | | | | | "
+                          f"| {p50 / base[0]:.1f}x | | {b32 / base[1]:.1f}x | |")  # fmt: skip
 
 
 if __name__ == "__main__":
