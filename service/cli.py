@@ -136,6 +136,11 @@ def translate(
     beam: int = typer.Option(4, min=1, max=16),
     batch_size: int = typer.Option(32, min=1),
     device: str = typer.Option("cpu"),
+    domain: str = typer.Option(
+        None, help="retrieve neighbours from this domain's active store (default: no store)"
+    ),
+    stores: Path = typer.Option(None, help="stores directory (default: the service's)"),
+    neighbours: int = typer.Option(10, min=1, help="neighbours retrieved per sentence"),
 ) -> None:
     """Translate sentences, one a line, with the same call the service uses."""
     from models.artifacts import ArtifactError
@@ -145,20 +150,44 @@ def translate(
         translator = Translator.from_bundle(model or DEFAULT_BUNDLE, device=device)
     except ArtifactError as e:
         _fail(str(e))
+    retriever = None
+    if domain is not None:
+        retriever = _domain_retriever(domain, stores, model or DEFAULT_BUNDLE)
+        if not translator.uses_memory:
+            _log("note: this model has no retrieval memory; neighbours do not change its output")
     try:
         text = input.read_text(encoding="utf-8") if input else sys.stdin.read()
     except UnicodeDecodeError as e:
         _fail(f"{input or 'stdin'}: invalid UTF-8 at byte {e.start}")
-    lines = text.splitlines()
+    lines = [ln if ln.strip() else "" for ln in text.splitlines()]
+    found = None
+    if retriever is not None and translator.uses_memory:
+        found = [
+            [(n.source, n.target) for n in hits] for hits in retriever.search(lines, neighbours)
+        ]
     hyps = translator.translate(
-        [ln if ln.strip() else "" for ln in lines],
-        DecodeOptions(beam_size=beam, batch_size=batch_size),
+        lines, DecodeOptions(beam_size=beam, batch_size=batch_size), neighbours=found
     )
     result = "".join(h + "\n" for h in hyps)
     if output:
         output.write_text(result, encoding="utf-8")
     else:
         sys.stdout.write(result)
+
+
+def _domain_retriever(domain: str, stores: Path | None, bundle: Path):
+    """The retriever of `domain`'s active store, or a clear failure naming what is missing."""
+    from index_builder.store import load_retriever, open_store
+    from models.artifacts import ArtifactError
+    from service.settings import Settings
+
+    root = stores if stores is not None else Settings().store_root
+    if not (root / domain).is_dir():
+        _fail(f"no store for domain {domain!r} under {root}")
+    try:
+        return load_retriever(open_store(root / domain), bundle)
+    except ArtifactError as e:
+        _fail(str(e))
 
 
 @app.command("eval")
@@ -259,6 +288,9 @@ def build_store_cmd(
         None, help="dense-ngram: FAISS search parameters, e.g. efSearch=128 or nprobe=16"
     ),
     ray: bool = typer.Option(False, "--ray", help="dense-ngram: encode on Ray workers"),
+    batch_size: int = typer.Option(
+        None, help="dense-ngram: sentences per encoding chunk (default 64; recorded)"
+    ),
     src_lang: str = typer.Option("en"),
     tgt_lang: str = typer.Option("de"),
     activate: bool = typer.Option(True, help="make the new version the domain's active one"),
@@ -272,8 +304,9 @@ def build_store_cmd(
     if method not in METHODS:
         _fail(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
     dense = method == "dense-ngram"
-    if not dense and (model is not None or index is not None or search is not None or ray):
-        _fail("--model, --index, --search and --ray apply to dense-ngram only")
+    dense_only = (model, index, search, batch_size)
+    if not dense and (any(x is not None for x in dense_only) or ray):
+        _fail("--model, --index, --search, --batch-size and --ray apply to dense-ngram only")
     if method == "idf-sentence" and (widths is not None or all_positions):
         _fail("--widths and --all-positions apply to the n-gram methods only")
     params: dict = {}
@@ -288,6 +321,8 @@ def build_store_cmd(
         params["factory"] = index
     if search is not None:
         params["search"] = search
+    if batch_size is not None:
+        params["batch_size"] = batch_size
     pairs = _read_pairs(corpus, split, src_lang, tgt_lang)
     bundle = (model or DEFAULT_BUNDLE) if dense else None
     languages = (src_lang, tgt_lang)
