@@ -12,14 +12,19 @@ translation cache, rate-limit budgets and build jobs. Keys (all under `<prefix>:
 - `jobkey:<dedup>`  the id of the current job for a dedup key; no TTL.
 
 Eviction: only cache and rate-limit keys carry TTLs, so a Redis configured with
-`maxmemory-policy volatile-lru` evicts translations (and, last, idle rate-limit windows,
-which merely fails open) before it could touch registry or job state, which never expire.
-Deployments must use `volatile-lru` (or `volatile-ttl`), never an `allkeys-*` policy.
+`maxmemory-policy volatile-lru` evicts translations and idle rate-limit windows (an evicted
+window merely fails open), never registry or job state, which have no TTL. Deployments must
+use `volatile-lru` (or `volatile-ttl`), never an `allkeys-*` policy.
 
 Redis failures surface as `BackendUnavailable` (unreachable, timed out) or `BackendError`
 (command refused), both `ServiceError`s with HTTP status 503. The registry's pub/sub reader
 never raises: it logs, reconnects with backoff and, after every (re)connect, calls listeners
 with domain "" ("reconcile everything"), because pub/sub drops messages while disconnected.
+Unlike the in-process registry, `set_active` returns before listeners run: every replica,
+the writer included, hears the change through pub/sub.
+
+Jobs: a claimed job whose entry sits unacknowledged for `reclaim_idle_ms` is handed to the
+next `claim`; `update` resets that clock, so a worker must report progress more often.
 """
 
 from __future__ import annotations
