@@ -343,21 +343,29 @@ def test_approximate_store_reports_recall(
 
 @pytest.mark.slow
 def test_ray_build_equals_single_process(bundle: Path, tmp_path: Path) -> None:  # noqa: F811
+    """`build-store --ray` on a local 2-worker Ray makes the very store the in-process path does."""
     ray = pytest.importorskip("ray")
     pairs = _corpus(3000, seed=5)
-    params = {"widths": WIDTHS, "batch_size": 16}
+    params = {"widths": WIDTHS, "batch_size": 16}  # about 170 chunks over the two workers
     single = build_store(pairs, "toy", "dense-ngram", tmp_path / "a", params, model=bundle)
+    corpus = tmp_path / "corpus.tsv"
+    corpus.write_text("".join(f"{p.source}\t{p.target}\n" for p in pairs), encoding="utf-8")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        assert ray.cluster_resources()["CPU"] == 2  # two workers share the chunks
-        spread = build_store(pairs, "toy", "dense-ngram", tmp_path / "b", params,
-                             model=bundle, use_ray=True)  # fmt: skip
+        assert ray.cluster_resources()["CPU"] == 2
+        res = CliRunner().invoke(app, ["build-store", "--domain", "toy", "--corpus", str(corpus),
+                                       "--out", str(tmp_path / "b"), "--method", "dense-ngram",
+                                       "--model", str(bundle), "--widths", "4,2",
+                                       "--batch-size", "16", "--ray"])  # fmt: skip
     finally:
         ray.shutdown()
-    a, b = open_store(single).manifest, open_store(spread).manifest
+    assert res.exit_code == 0, res.output
+    assert "encoding (2 Ray workers)" in res.output  # the progress bar of the Ray path
+    a, b = open_store(single).manifest, open_store(tmp_path / "b" / "toy").manifest
     assert len(a["files"]) == 10
     assert a["files"] == b["files"]  # every file byte-identical, FAISS indexes included
     assert a["counts"] == b["counts"] and a["counts"]["items"] > 1000
+    assert a["corpus_sha256"] == b["corpus_sha256"] and a["params"] == b["params"]
 
 
 # --- the command line ------------------------------------------------------------------------
