@@ -19,8 +19,8 @@ import anyio.to_thread
 from service.errors import NotReady, Overloaded
 from service.metrics import Metrics
 
-# decode(key, texts, neighbours or None) -> translations, in order; blocking.
-DecodeFn = Callable[[Any, list[str], list[list[tuple[str, str]]] | None], list[str]]
+# decode(key, texts, neighbours or None) -> one result per text, in order; blocking.
+DecodeFn = Callable[[Any, list[str], list[list[tuple[str, str]]] | None], list[Any]]
 
 
 @dataclass(eq=False)
@@ -28,7 +28,7 @@ class _Item:
     key: Hashable
     texts: list[str]
     neighbours: list[list[tuple[str, str]]] | None
-    future: asyncio.Future[list[str]]
+    future: asyncio.Future[list[Any]]
 
 
 class DecodeBatcher:
@@ -59,8 +59,8 @@ class DecodeBatcher:
         key: Hashable,
         texts: Sequence[str],
         neighbours: list[list[tuple[str, str]]] | None,
-    ) -> list[str]:
-        """Queue `texts` for decoding and wait for their translations (input order)."""
+    ) -> list[Any]:
+        """Queue `texts` for decoding and wait for their results (input order)."""
         if self._closed:
             raise NotReady("shutting down: not admitting requests")
         if self._queued + len(texts) > self.max_queued:
@@ -71,7 +71,7 @@ class DecodeBatcher:
                 limit="queue_size",
                 max=self.max_queued,
             )
-        future: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self._pending.append(_Item(key, list(texts), neighbours, future))
         self._set_queued(self._queued + len(texts))
         self._wake.set()

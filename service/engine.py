@@ -35,6 +35,9 @@ log = logging.getLogger("ragmt.service")
 
 DEFAULT_ALIAS = "default"  # a request's model "default" (or none) means the default model
 
+Neighbours = list[list[tuple[str, str]]] | None  # per text, retrieved (source, target) pairs
+Decoded = list[tuple[str, float | None]]  # per text, (translation, memory gate or None)
+
 
 class DomainNotReady(ServiceError):
     status, code = 503, "domain_not_ready"
@@ -209,39 +212,27 @@ class TranslationEngine:
     def queued(self) -> int:
         return self._batcher.queued if self._batcher is not None else 0
 
-    def _decode_key(
-        self, key: BatchKey, texts: list[str], neighbours: list[list[tuple[str, str]]] | None
-    ) -> list[str]:
-        return self._decode(self._models[key.model], texts, key.options, neighbours)[0]
+    def _decode_key(self, key: BatchKey, texts: list[str], neighbours: Neighbours) -> Decoded:
+        return self._decode(self._models[key.model], texts, key.options, neighbours)
 
     def _decode(
-        self,
-        model: LoadedModel,
-        texts: list[str],
-        options: DecodeOptions,
-        neighbours: list[list[tuple[str, str]]] | None,
-    ) -> tuple[list[str], float]:
-        with self._decode_lock:  # one decode at a time: torch's threads are shared
-            start = time.perf_counter()
+        self, model: LoadedModel, texts: list[str], options: DecodeOptions, neighbours: Neighbours
+    ) -> Decoded:
+        """(translation, memory gate or None) per text; blocking, one decode at a time."""
+        with self._decode_lock:  # torch's threads are shared: one decode at a time
             if model.uses_memory and neighbours is not None:
-                out = model.translator.translate(texts, options, neighbours=neighbours)
-            else:
-                out = model.translator.translate(texts, options)
-            return out, _ms(start)
+                out = model.translator.translate_detailed(texts, options, neighbours, gates=True)
+                return [(t.text, t.gate) for t in out]
+            return [(t, None) for t in model.translator.translate(texts, options)]
 
     async def _decode_async(
-        self,
-        model: LoadedModel,
-        texts: list[str],
-        options: DecodeOptions,
-        neighbours: list[list[tuple[str, str]]] | None,
-    ) -> list[str]:
+        self, model: LoadedModel, texts: list[str], options: DecodeOptions, neighbours: Neighbours
+    ) -> Decoded:
         """Through the shared batches when called on the app's loop, else directly (CLI)."""
         batcher = self._batcher
         if batcher is not None and asyncio.get_running_loop() is self._batcher_loop:
             return await batcher.submit(BatchKey(model.name, options), texts, neighbours)
-        out, _ = await anyio.to_thread.run_sync(self._decode, model, texts, options, neighbours)
-        return out
+        return await anyio.to_thread.run_sync(self._decode, model, texts, options, neighbours)
 
     # --- validation -----------------------------------------------------------------------
 
@@ -387,9 +378,10 @@ class TranslationEngine:
                 out = await self._decode_async(model, [texts[i] for i in todo], options, pairs)
                 decode_ms = _ms(t0)
                 fresh = []
-                for i, translation in zip(todo, out, strict=True):
+                for i, (translation, gate) in zip(todo, out, strict=True):
                     value = {
                         "translation": translation,
+                        "gate": gate,
                         "neighbours": [_neighbour_json(n) for n in neighbours.get(i, [])],
                     }
                     found[i] = value
@@ -407,6 +399,7 @@ class TranslationEngine:
                 neighbours=[_neighbour_of(x) for x in value["neighbours"]]
                 if req.return_neighbours
                 else None,
+                gate=value.get("gate"),
                 cached=i not in todo,
             )
             for i, value in enumerate(found)

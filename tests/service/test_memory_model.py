@@ -1,0 +1,83 @@
+"""A retrieval-memory bundle behind the service: retrieved pairs reach the model, which
+reports its gate; the baseline path keeps returning neighbours as provenance only."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from models.bundle import load_bundle, save_bundle
+from models.semiparametric import SemiParametricConfig, from_transformer
+from service.app import create_app
+from service.settings import Settings
+from tests.service.conftest import make_store, running
+from tests.toy import toy_pairs
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def memory_bundle(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The toy baseline warm-started into a semi-parametric model (memory untrained)."""
+    base = load_bundle(bundle).model
+    fields = {f.name for f in dataclasses.fields(base.config)}
+    config = SemiParametricConfig(
+        **{k: v for k, v in base.config.to_dict().items() if k in fields},
+        max_neighbours=4,
+        max_neighbour_len=16,
+    )
+    torch.manual_seed(0)
+    model = from_transformer(base, config).eval()
+    path = tmp_path_factory.mktemp("memory-bundle") / "toy-memory"
+    save_bundle(
+        path,
+        model,
+        "semiparametric",
+        languages={"source": "en", "target": "de"},
+        extra_files={"spm.model": bundle / "spm.model"},
+    )
+    return path
+
+
+async def test_memory_model_receives_neighbours_and_reports_its_gate(
+    memory_bundle: Path, tmp_path: Path
+) -> None:
+    stores = tmp_path / "stores"
+    version = make_store(stores, "toy", toy_pairs(30, seed=8), activate=True)
+    settings = Settings(model_path=memory_bundle, stores_dir=stores, beam_size=2, neighbours_k=3)
+    app = create_app(settings)
+    async with running(app) as c:
+        info = (await c.get("/info")).json()
+        assert info["models"][0]["uses_memory"] is True
+        resp = await c.post(
+            "/v1/translate",
+            json={"texts": ["red house", "one two"], "domain": "toy", "return_neighbours": True},
+        )
+        assert resp.status_code == 200, resp.text
+        for r in resp.json()["results"]:
+            assert r["store_version"] == version and 1 <= len(r["neighbours"]) <= 3
+            assert 0.0 < r["gate"] < 1.0  # the memory path took part in decoding
+            assert r["translation"]
+        plain = await c.post("/v1/translate", json={"texts": ["red house"]})
+        assert plain.status_code == 200
+        assert "gate" not in plain.json()["results"][0]  # general: no store, no memory
+
+
+async def test_baseline_returns_neighbours_as_provenance(bundle: Path, tmp_path: Path) -> None:
+    stores = tmp_path / "stores"
+    make_store(stores, "toy", toy_pairs(30, seed=8), activate=True)
+    app = create_app(Settings(model_path=bundle, stores_dir=stores, beam_size=1))
+    async with running(app) as c:
+        info = (await c.get("/info")).json()
+        assert info["models"][0]["uses_memory"] is False
+        resp = await c.post(
+            "/v1/translate",
+            json={"texts": ["red house"], "domain": "toy", "return_neighbours": True},
+        )
+        result = resp.json()["results"][0]
+        assert result["translation"] == "rot haus" and result["neighbours"]
+        assert "gate" not in result
+        assert resp.json()["timings"]["retrieval_ms"] > 0
