@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import logging
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -24,6 +25,8 @@ from service.errors import Forbidden, NotFound, NotReady, TooManyRequests, Unaut
 from service.metrics import Metrics
 from service.settings import Settings
 from service.shared import Backends
+
+log = logging.getLogger("ragmt.service")
 
 
 @dataclass
@@ -107,7 +110,12 @@ async def authorize_client(service: Service, request: Request, body_key: str | N
         else:
             who = "a:" + (request.client.host if request.client else "unknown")
         limiter = service.require_backends().limiter
-        allowed, wait = await limiter.hit(who, settings.rate_limit, settings.rate_window_s)
+        try:
+            allowed, wait = await limiter.hit(who, settings.rate_limit, settings.rate_window_s)
+        except Exception as e:  # shared state down: serve (fail open) rather than refuse all
+            service.metrics.backend_errors.labels("rate_limit").inc()
+            log.warning("rate limiter unavailable (%s); request let through", type(e).__name__)
+            allowed, wait = True, 0.0
         if not allowed:
             service.metrics.rejections.labels("rate_limited").inc()
             raise TooManyRequests(

@@ -329,6 +329,7 @@ class TranslationEngine:
         try:
             return list(await asyncio.gather(*(self.cache.get(k) for k in keys)))
         except Exception as e:  # a cache outage costs speed, never a request
+            self.metrics.backend_errors.labels("cache_get").inc()
             log.warning("translation cache unavailable: %s", e)
             return [None] * len(keys)
 
@@ -338,6 +339,7 @@ class TranslationEngine:
         try:
             await asyncio.gather(*(self.cache.set(k, v, self.cache_ttl_s) for k, v in items))
         except Exception as e:
+            self.metrics.backend_errors.labels("cache_set").inc()
             log.warning("translation cache unavailable: %s", e)
 
     # --- the call -------------------------------------------------------------------------

@@ -79,6 +79,12 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.backend_errors = Counter(
+            "ragmt_backend_errors_total",
+            "Shared-state (Redis) operations that failed and were worked around, by operation",
+            ["operation"],
+            registry=r,
+        )
         self._hits = 0
         self._lookups = 0
 

@@ -1,0 +1,174 @@
+"""Two replicas sharing a real Redis (a private redis-server on a free loopback port, so it
+can be killed mid-test): activation spreads within a second, rate limits and build jobs are
+shared, and both keep translating through a Redis outage and reconcile when it is back."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.app import create_app
+from service.settings import Settings
+from tests.service.conftest import make_store, running
+from tests.toy import toy_pairs
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed"),
+]
+
+ADMIN = {"X-Admin-Key": "adm"}
+
+
+class RedisServer:
+    """A throwaway redis-server without persistence, stoppable and restartable."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+        cmd += ["--save", "", "--appendonly", "no"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+            self.proc = None
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = RedisServer(port)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def settings(bundle: Path, stores: Path, url: str, **extra) -> Settings:
+    base = dict(
+        model_path=bundle,
+        stores_dir=stores,
+        redis_url=url,
+        redis_prefix="ragmt-test",
+        admin_key="adm",
+        beam_size=1,
+        reconcile_interval_s=0.5,
+    )
+    return Settings(**(base | extra))
+
+
+async def serves(c: httpx.AsyncClient, version: str, within_s: float) -> float:
+    """Seconds until `c` translates with `version` in domain toy (fails after `within_s`)."""
+    start = time.monotonic()
+    while True:
+        resp = await c.post("/v1/translate", json={"texts": ["red"], "domain": "toy"})
+        assert resp.status_code == 200, resp.text
+        if resp.json()["results"][0]["store_version"] == version:
+            return time.monotonic() - start
+        assert time.monotonic() - start < within_s, f"still not on {version}"
+        await asyncio.sleep(0.02)
+
+
+async def test_replicas_share_state_and_ride_out_an_outage(
+    bundle: Path, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    stores = tmp_path / "stores"
+    a = make_store(stores, "toy", toy_pairs(30, seed=31), activate=True)
+    b = make_store(stores, "toy", toy_pairs(30, seed=32))
+    s = settings(bundle, stores, redis_server.url, rate_limit=5, rate_window_s=60)
+    one, two = create_app(s), create_app(s)
+    async with running(one) as c1, running(two) as c2:
+        assert one.state.service.backends.kind == "redis"
+        await serves(c2, a, 1)
+        resp = await c1.post("/v1/domains/toy/activate", json={"version": b}, headers=ADMIN)
+        assert resp.status_code == 200, resp.text
+        assert await serves(c2, b, 1.0) < 1.0  # the other replica within a second
+
+        # Redis goes away: both keep translating with the stores they hold.
+        redis_server.stop()
+        for c in (c1, c2):
+            resp = await c.post("/v1/translate", json={"texts": ["one"], "domain": "toy"})
+            assert resp.status_code == 200, resp.text
+            assert resp.json()["results"][0]["store_version"] == b
+
+        # Back (empty: no persistence). Activating A on one reaches the other after the
+        # pub/sub reader's reconnect, or the periodic reconcile at the latest.
+        redis_server.start()
+        deadline = time.monotonic() + 15
+        while True:
+            resp = await c1.post("/v1/domains/toy/activate", json={"version": a}, headers=ADMIN)
+            if resp.status_code == 200 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)  # the client's pool may still hold dead connections
+        assert resp.status_code == 200, resp.text
+        await serves(c2, a, 15)
+
+
+async def test_rate_limit_and_jobs_are_shared(
+    bundle: Path, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    stores = tmp_path / "stores"
+    s = settings(bundle, stores, redis_server.url, rate_limit=3, rate_window_s=60)
+    one, two = create_app(s), create_app(s)
+    async with running(one) as c1, running(two) as c2:
+        body = {"texts": ["one"]}
+        codes = [
+            (await c.post("/v1/translate", json=body, headers={"X-API-Key": "shared"})).status_code
+            for c in (c1, c2, c1, c2)
+        ]
+        assert codes == [200, 200, 200, 429]  # one budget across both replicas
+        corpus = "".join(f"{x}\t{y}\n" for x, y in toy_pairs(20, seed=4)).encode()
+        files = {"file": ("c.tsv", corpus)}
+        resp = await c1.post("/v1/domains/news/corpora", files=files, headers=ADMIN)
+        assert resp.status_code == 202, resp.text
+        job_id = resp.json()["id"]
+        again = await c2.post("/v1/domains/news/corpora", files=files, headers=ADMIN)
+        assert again.json()["id"] == job_id  # idempotent across replicas
+        for _ in range(300):
+            job = (await c2.get(f"/v1/jobs/{job_id}", headers=ADMIN)).json()
+            if job["state"] in ("done", "failed"):
+                break
+            await asyncio.sleep(0.05)
+        assert job["state"] == "done", job
+        version = job["result"]["version"]
+        resp = await c2.post("/v1/domains/news/activate", json={"version": version}, headers=ADMIN)
+        assert resp.status_code == 200, resp.text
+        for _ in range(50):  # the other replica follows within a second
+            translated = await c1.post(
+                "/v1/translate",
+                json={"texts": ["two"], "domain": "news"},
+                headers={"X-API-Key": "x"},
+            )
+            if translated.status_code == 200:
+                break
+            await asyncio.sleep(0.02)
+        assert translated.status_code == 200, translated.text
+        assert translated.json()["results"][0]["store_version"] == version
