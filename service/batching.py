@@ -61,9 +61,18 @@ class DecodeBatcher:
         neighbours: list[list[tuple[str, str]]] | None,
     ) -> list[Any]:
         """Queue `texts` for decoding and wait for their results (input order)."""
+        self.check_room(len(texts))
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Item(key, list(texts), neighbours, future))
+        self._set_queued(self._queued + len(texts))
+        self._wake.set()
+        return await future
+
+    def check_room(self, n: int) -> None:
+        """Refuse at once (Overloaded) when `n` more texts would overflow the queue."""
         if self._closed:
             raise NotReady("shutting down: not admitting requests")
-        if self._queued + len(texts) > self.max_queued:
+        if self._queued + n > self.max_queued:
             self._metrics.rejections.labels("queue_full").inc()
             raise Overloaded(
                 f"decoding queue is full ({self._queued} of queue_size={self.max_queued} texts "
@@ -71,11 +80,6 @@ class DecodeBatcher:
                 limit="queue_size",
                 max=self.max_queued,
             )
-        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Item(key, list(texts), neighbours, future))
-        self._set_queued(self._queued + len(texts))
-        self._wake.set()
-        return await future
 
     def _set_queued(self, n: int) -> None:
         self._queued = n

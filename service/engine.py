@@ -363,6 +363,9 @@ class TranslationEngine:
                 self.metrics.cache_lookup(len(texts) - len(todo), len(todo))
             neighbours: dict[int, list[Neighbour]] = {}
             retrieval_ms = decode_ms = 0.0
+            batcher = self._batcher
+            if todo and batcher is not None and asyncio.get_running_loop() is self._batcher_loop:
+                batcher.check_room(len(todo))  # a full queue refuses before any retrieval
             if lease is not None and todo:
                 t0 = time.perf_counter()
                 queries = [texts[i] for i in todo]
