@@ -150,11 +150,12 @@ class DenseNgramRetriever:
         """Sub-word ids of each query and, per width, its reduced n-gram vectors.
 
         Returns (ids, rows, vectors): ``rows[w][(q, start)]`` is the row of query q's n-gram at
-        `start` in ``vectors[w]`` (M_w, D). Queries are encoded in the store's chunk size.
+        `start` in ``vectors[w]`` (M_w, D). Queries are encoded in chunks of the store's size,
+        sorted by length (less padding).
         """
         ids = self.encoder.token_ids(queries)
         widths = self.params.widths
-        present = [q for q in range(len(ids)) if ids[q]]
+        present = sorted((q for q in range(len(ids)) if ids[q]), key=lambda q: (len(ids[q]), q))
         rows: dict[int, dict[tuple[int, int], int]] = {w: {} for w in widths}
         parts: dict[int, list[np.ndarray]] = {w: [] for w in widths}
         bs = self.params.batch_size
