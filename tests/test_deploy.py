@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -270,6 +271,40 @@ def test_interpolation_helper_follows_compose() -> None:
         interpolate_str("${NOPE:?say why}", env)
     with pytest.raises(MissingVariable, match="EMPTY"):
         interpolate_str("${EMPTY:?say why}", env)
+
+
+def _compose_cli() -> tuple[list[str], tuple[int, ...]] | None:
+    """A Compose CLI to ask as well, if this machine has one: `docker compose` (v2) or
+    Debian's `docker-compose` (v1.29, Python; it needs no engine for `config`)."""
+    for argv in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(argv[0]) is None:
+            continue
+        done = subprocess.run(
+            [*argv, "version", "--short"], capture_output=True, text=True, timeout=60
+        )
+        m = re.match(r"v?(\d+)\.(\d+)", done.stdout.strip())
+        if done.returncode == 0 and m:
+            return argv, (int(m.group(1)), int(m.group(2)))
+    return None
+
+
+def test_compose_cli_config_agrees_when_one_is_installed(tmp_path: Path) -> None:
+    """A second opinion beside the schema (skipped where no Compose CLI is installed)."""
+    cli = _compose_cli()
+    if cli is None:
+        pytest.skip("no docker compose / docker-compose on this machine")
+    argv, version = cli
+    sets = [[COMPOSE]]
+    if version >= (2, 24):  # `!reset` in the CPU override needs Compose v2
+        sets.append([COMPOSE, COMPOSE_CPU])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGMT_", "COMPOSE_"))}
+    for files in sets:
+        cmd = [*argv, "--project-directory", str(ROOT)]
+        cmd += [a for f in files for a in ("-f", str(f))] + ["config", "-q"]
+        ok = subprocess.run(cmd, env={**env, **ADMIN_ENV}, capture_output=True, text=True)
+        assert ok.returncode == 0, ok.stderr
+        unset = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        assert unset.returncode != 0 and "RAGMT_ADMIN_KEY" in unset.stderr
 
 
 # --- compose: what the schema cannot see ----------------------------------------------------
