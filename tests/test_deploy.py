@@ -646,7 +646,10 @@ def test_dockerignore_lets_in_what_the_dockerfile_copies_and_nothing_heavy() -> 
             ]
         for path in paths:
             assert not _dockerignored(path, patterns), f"{path} is excluded by .dockerignore"
-    # The default bundle is package data: in the context even before it is committed.
+    # The default bundle is package data (so `pip install .` puts it in the image, where the
+    # Dockerfile checks it), and in the build context even before it is committed.
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^models = \[[^]]*"default_bundle/\*"', pyproject, flags=re.M)
     assert not _dockerignored("models/default_bundle/manifest.json", patterns)
     heavy = ".git/HEAD data/en-de/manifest.json runs/base/ckpt stores/x/ACTIVE .venv/bin/python"
     for path in [*heavy.split(), "service/__pycache__/cli.cpython-311.pyc"]:
