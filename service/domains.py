@@ -27,6 +27,7 @@ import anyio.to_thread
 from index_builder import store as stores
 from index_builder.retrieval.base import Retriever
 from index_builder.store import Store
+from models.bundle import LoadedBundle
 from service.errors import ActivationFailed, Conflict, NotFound, ServiceError
 from service.metrics import Metrics
 from service.settings import DOMAIN_RE
@@ -50,6 +51,7 @@ class LoadedStore:
     version: str
     store: Store | None
     retriever: Retriever | None
+    uses_model: bool = False  # dense: searching runs the model's encoder
     loaded_at: float = field(default_factory=time.time)
     leases: int = 0
     retired: bool = False  # no longer active: closed when `leases` reaches 0
@@ -125,7 +127,9 @@ class DomainManager:
         self.configured = list(domains or [])  # empty: every domain directory found
         self.reconcile_interval_s = reconcile_interval_s
         self.languages: set[tuple[str, str]] = set()  # of the loaded models; empty: no check
-        self.model_hashes: set[str] = set()  # weights sha256 of the loaded models
+        # Loaded bundles by encoder identity (`bundle_sha256`): a dense store must be queried
+        # with the very bundle it was built with, and only a loaded one may serve it.
+        self.bundles: dict[str, LoadedBundle] = {}
         self._states: dict[str, DomainState] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._periodic: asyncio.Task[None] | None = None
@@ -247,9 +251,15 @@ class DomainManager:
         langs = (m.get("languages", {}).get("source"), m.get("languages", {}).get("target"))
         if self.languages and langs not in self.languages:
             raise ValueError(f"store languages {langs[0]}->{langs[1]} match no loaded model")
-        if m.get("model_sha256") is not None and m["model_sha256"] not in self.model_hashes:
-            raise ValueError("dense store built with a model that is not loaded (model hash)")
-        retriever = stores.load_retriever(store)
+        bundle = None
+        if m.get("model_sha256") is not None:  # dense: vectors of one specific bundle
+            bundle = self.bundles.get(m["model_sha256"])
+            if bundle is None:
+                raise ValueError(
+                    f"dense store built with model bundle {str(m['model_sha256'])[:12]}…, "
+                    "which this service has not loaded (model hash)"
+                )
+        retriever = stores.load_retriever(store, bundle)
         queries = [store.pairs.sources[i] for i in range(min(SMOKE_QUERIES, len(store.pairs)))]
         found = retriever.search(queries, k=1)
         if len(found) != len(queries) or not any(found):
@@ -261,7 +271,7 @@ class DomainManager:
                     or n.source != store.pairs.sources[n.pair_id]
                 ):
                     raise ValueError("smoke query returned a pair that is not in the store")
-        return LoadedStore(domain, version, store, retriever)
+        return LoadedStore(domain, version, store, retriever, uses_model=bundle is not None)
 
     async def _switch(self, state: DomainState, version: str, remember: bool = True) -> None:
         """Load `version` and make it active; the caller holds `state.lock`."""

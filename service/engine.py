@@ -22,8 +22,9 @@ from typing import Any
 import anyio.to_thread
 
 from index_builder.retrieval.base import Neighbour
+from index_builder.retrieval.encoder import bundle_sha256
 from models.artifacts import ArtifactError
-from models.bundle import WEIGHTS_FILE, load_bundle
+from models.bundle import WEIGHTS_FILE, LoadedBundle, load_bundle
 from models.translator import DecodeOptions, Translator
 from service.batching import DecodeBatcher
 from service.domains import GENERAL_DOMAIN, DomainManager, Lease
@@ -88,6 +89,7 @@ class LoadedModel:
     translator: Translator
     manifest: dict[str, Any]
     path: Path
+    bundle: LoadedBundle | None = None  # what dense stores encode queries with
 
     @property
     def weights_sha256(self) -> str:
@@ -175,6 +177,7 @@ class TranslationEngine:
             translator=Translator.from_loaded(bundle),
             manifest=bundle.manifest,
             path=path,
+            bundle=bundle,
         )
         self._models[loaded.name] = loaded
         if self.default_model is None:
@@ -183,7 +186,7 @@ class TranslationEngine:
         if self.domains is not None:  # stores are checked against the models' languages
             tr = loaded.translator
             self.domains.languages.add((tr.source_lang, tr.target_lang))
-            self.domains.model_hashes.add(loaded.weights_sha256)
+            self.domains.bundles[bundle_sha256(bundle.manifest)] = bundle
         return loaded
 
     def load_default(self, path: Path) -> None:
@@ -233,6 +236,13 @@ class TranslationEngine:
         if batcher is not None and asyncio.get_running_loop() is self._batcher_loop:
             return await batcher.submit(BatchKey(model.name, options), texts, neighbours)
         return await anyio.to_thread.run_sync(self._decode, model, texts, options, neighbours)
+
+    def _search(self, lease: Lease, queries: list[str]) -> list[list[Neighbour]]:
+        """Retrieve (blocking); a dense store's encoder shares torch with decoding."""
+        if lease.store.uses_model:
+            with self._decode_lock:
+                return lease.retriever.search(queries, self.neighbours_k)
+        return lease.retriever.search(queries, self.neighbours_k)
 
     # --- validation -----------------------------------------------------------------------
 
@@ -369,9 +379,7 @@ class TranslationEngine:
             if lease is not None and todo:
                 t0 = time.perf_counter()
                 queries = [texts[i] for i in todo]
-                hits = await anyio.to_thread.run_sync(
-                    lease.retriever.search, queries, self.neighbours_k
-                )
+                hits = await anyio.to_thread.run_sync(self._search, lease, queries)
                 neighbours = dict(zip(todo, hits, strict=True))
                 retrieval_ms = _ms(t0)
                 self.metrics.retrieval.labels(domain).observe(retrieval_ms / 1000)
