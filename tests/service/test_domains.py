@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from pathlib import Path
 
 import httpx
@@ -41,6 +42,7 @@ def stores(tmp_path: Path) -> tuple[Path, str, str]:
     """A domain with two real versions, A active and B built, of different corpora."""
     root = tmp_path / "stores"
     a = make_store(root, DOMAIN, toy_pairs(40, seed=11), activate=True)
+    time.sleep(0.002)  # version ids sort by build time to the ms: B is strictly newer
     b = make_store(root, DOMAIN, toy_pairs(40, seed=12), method="idf-ngram")
     return root, a, b
 
