@@ -42,8 +42,13 @@ def evaluate(
     split: str = "test",
     hyp_dir: Path | None = None,
     log: Callable[[str], None] = print,
+    neighbours_for: NeighbourSource | None = None,
 ) -> dict[str, Any]:
-    """Translate `<data_dir>/<domain>/<split>.<src>` for each domain and score it."""
+    """Translate `<data_dir>/<domain>/<split>.<src>` for each domain and score it.
+
+    `neighbours_for(domain, sources)` supplies retrieved pairs per sentence (a memory model
+    reads them); the result then also holds the retrieval time and the mean memory gate.
+    """
     src_lang, tgt_lang = translator.source_lang, translator.target_lang
     results: dict[str, Any] = {}
     for domain in domains:
@@ -52,11 +57,27 @@ def evaluate(
         if not src_file.is_file() or not ref_file.is_file():
             raise FileNotFoundError(f"no {split} set for domain {domain!r} under {data_dir}")
         src, refs = read_lines(src_file), read_lines(ref_file)
+        extra: dict[str, Any] = {}
+        neighbours = None
+        if neighbours_for is not None:
+            start = time.time()
+            neighbours = neighbours_for(domain, src)
+            extra["retrieval_seconds"] = round(time.time() - start, 1)
+            extra["neighbours_per_sentence"] = round(
+                sum(map(len, neighbours)) / max(1, len(neighbours)), 2
+            )
         start = time.time()
-        hyps = translator.translate(src, options)
+        out = translator.translate_detailed(
+            src, options, neighbours=neighbours, gates=neighbours is not None
+        )
         elapsed = time.time() - start
-        results[domain] = score(hyps, refs) | {"seconds": round(elapsed, 1)}
-        log(f"{domain}: BLEU {results[domain]['bleu']} chrF {results[domain]['chrf']}")
+        hyps = [t.text for t in out]
+        gates = [t.gate for t in out if t.gate is not None]
+        if gates:
+            extra["gate_mean"] = round(sum(gates) / len(gates), 4)
+        results[domain] = score(hyps, refs) | {"seconds": round(elapsed, 1)} | extra
+        gate = f" gate {extra['gate_mean']}" if "gate_mean" in extra else ""
+        log(f"{domain}: BLEU {results[domain]['bleu']} chrF {results[domain]['chrf']}{gate}")
         if hyp_dir is not None:
             hyp_dir.mkdir(parents=True, exist_ok=True)
             (hyp_dir / f"{domain}.{split}.hyp.{tgt_lang}").write_text(
@@ -65,12 +86,29 @@ def evaluate(
     return results
 
 
+NeighbourSource = Callable[[str, list[str]], list[list[tuple[str, str]]]]
+
+
 def markdown_table(results: dict[str, Any], title: str = "") -> str:
     """One row per domain; the signature is printed once under the table."""
     lines = [f"### {title}", ""] if title else []
-    lines += ["| domain | sentences | BLEU | chrF |", "|---|---:|---:|---:|"]
+    gated = any("gate_mean" in r for r in results.values())
+    if gated:
+        lines += [
+            "| domain | store | sentences | BLEU | chrF | mean gate |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+    else:
+        lines += ["| domain | sentences | BLEU | chrF |", "|---|---:|---:|---:|"]
     for domain, r in results.items():
-        lines.append(f"| {domain} | {r['sentences']} | {r['bleu']:.2f} | {r['chrf']:.2f} |")
+        if gated:
+            gate = f"{r['gate_mean']:.3f}" if "gate_mean" in r else "-"
+            lines.append(
+                f"| {domain} | {r.get('store', '-')} | {r['sentences']} | {r['bleu']:.2f} "
+                f"| {r['chrf']:.2f} | {gate} |"
+            )
+        else:
+            lines.append(f"| {domain} | {r['sentences']} | {r['bleu']:.2f} | {r['chrf']:.2f} |")
     first = next(iter(results.values()), None)
     if first:
         lines += ["", f"BLEU: `{first['bleu_signature']}`", f"chrF: `{first['chrf_signature']}`"]

@@ -12,7 +12,7 @@ import shutil
 import sys
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -200,6 +200,13 @@ def evaluate_cmd(
     out: Path = typer.Option(None, help="write <out>.json and <out>.md"),
     title: str = typer.Option("", help="title of the Markdown table"),
     record: bool = typer.Option(False, help="store the scores in the bundle's manifest"),
+    stores: Path = typer.Option(
+        None, help="retrieve from <stores>/<domain> (each domain's own store) for a memory model"
+    ),
+    store: str = typer.Option(
+        None, help="with --stores: use this one domain's store for every domain (mismatch tests)"
+    ),
+    neighbours: int = typer.Option(10, min=1, help="neighbours retrieved per sentence"),
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
     from models.bundle import update_eval
@@ -208,6 +215,23 @@ def evaluate_cmd(
 
     bundle = model or DEFAULT_BUNDLE
     translator = Translator.from_bundle(bundle)
+    if store is not None and stores is None:
+        _fail("--store needs --stores")
+    if stores is not None and not translator.uses_memory:
+        _fail(f"{bundle} has no retrieval memory: --stores would not change its output")
+    retrievers: dict[str, Any] = {}
+    used: dict[str, str] = {}
+
+    def neighbours_for(domain: str, src: list[str]) -> list[list[tuple[str, str]]]:
+        name = store or domain
+        if name not in retrievers:
+            retrievers[name] = _domain_retriever(name, stores, bundle)
+        used[domain] = f"{name}@{active_version(stores, name)}"
+        hits = retrievers[name].search(src, neighbours)
+        return [[(n.source, n.target) for n in found] for found in hits]
+
+    from index_builder.store import active_version
+
     hyp_dir = out.parent / f"{out.name}-hyps" if out else None
     results = evaluate(
         translator,
@@ -217,7 +241,10 @@ def evaluate_cmd(
         split,
         hyp_dir=hyp_dir,
         log=_log,
+        neighbours_for=neighbours_for if stores is not None else None,
     )
+    for domain, label in used.items():
+        results[domain]["store"] = label
     typer.echo(markdown_table(results, title))
     if out:
         write_report(results, out.with_suffix(".json"), out.with_suffix(".md"), title)

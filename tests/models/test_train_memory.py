@@ -16,6 +16,7 @@ import torch
 
 from models.bundle import load_bundle
 from models.data import read_neighbours
+from models.evaluate import evaluate
 from models.tokenizer import train_tokenizer
 from models.train import TrainConfig, TrainData, finalize, train
 from models.translator import DecodeOptions, Translator
@@ -136,6 +137,12 @@ def test_memory_model_learns_to_follow_its_neighbours(task) -> None:
     assert _follows(base.translate(src, opts, neighbours=same), test_p, lambda v: v) <= 0.75
     gates = [t.gate for t in out]
     assert all(g is not None and 0.0 < g < 1.0 for g in gates)
+    # Evaluation with a neighbour source reports the gate and the retrieval time.
+    by_src = dict(zip(src, same, strict=True))
+    res = evaluate(mem, root, ["."], opts, log=lambda s: None,
+                   neighbours_for=lambda d, s: [by_src[x] for x in s])  # fmt: skip
+    assert 0.0 < res["."]["gate_mean"] < 1.0 and res["."]["neighbours_per_sentence"] == 1.0
+    assert "retrieval_seconds" in res["."] and res["."]["bleu"] > 80
     # Without neighbours the memory model still translates the rest of the sentence.
     plain = mem.translate(src, opts)
     rest = [p for p in test_p if not p[2]]

@@ -46,3 +46,14 @@ def test_translate_refuses_a_damaged_store(bundle: Path, tmp_path: Path) -> None
     res = runner.invoke(app, args, input="one\n")
     assert res.exit_code == 2
     assert "sha256" in res.output or "checksum" in res.output, res.output
+
+
+def test_eval_with_stores_refuses_a_model_without_memory(bundle: Path, tmp_path: Path) -> None:
+    stores = _stores(tmp_path)
+    args = ["eval", "--model", str(bundle), "--data", str(tmp_path), "--stores", str(stores)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2
+    assert "no retrieval memory" in " ".join(res.output.split())  # rich wraps long lines
+    res = runner.invoke(app, ["eval", "--model", str(bundle), "--store", "toy"])
+    assert res.exit_code == 2
+    assert "--store needs --stores" in res.output
