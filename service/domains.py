@@ -131,6 +131,9 @@ class DomainManager:
         # with the very bundle it was built with, and only a loaded one may serve it.
         self.bundles: dict[str, LoadedBundle] = {}
         self._states: dict[str, DomainState] = {}
+        # Loads get their own threads: under load, the default pool is full of requests'
+        # retrieval and decoding, and a swap must not queue behind them.
+        self._loader = anyio.CapacityLimiter(2)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._periodic: asyncio.Task[None] | None = None
         self._unsubscribe: Any = None
@@ -279,7 +282,9 @@ class DomainManager:
             return
         start = time.perf_counter()
         try:
-            loaded = await anyio.to_thread.run_sync(self._load, state.name, version)
+            loaded = await anyio.to_thread.run_sync(
+                self._load, state.name, version, limiter=self._loader
+            )
         except Exception as e:
             seconds = time.perf_counter() - start
             msg = self._safe(e)

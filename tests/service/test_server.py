@@ -1,11 +1,16 @@
-"""SIGTERM over real loopback: not ready at once, no new connections, the in-flight request
-finishes with its answer, then the lifespan shuts down."""
+"""The service over real loopback (uvicorn in this process): a hot swap under many concurrent
+clients, and SIGTERM (not ready at once, no new connections, the in-flight request finishes
+with its answer, then the lifespan shuts down)."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import signal
 import socket
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -15,8 +20,8 @@ import uvicorn
 from service.app import create_app
 from service.server import DrainingServer
 from service.settings import Settings
-from tests.service.conftest import make_store
-from tests.toy import toy_pairs
+from tests.service.conftest import make_store, store_pairs
+from tests.toy import LEXICON, gloss, toy_pairs
 
 pytestmark = pytest.mark.anyio
 
@@ -25,6 +30,88 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@asynccontextmanager
+async def serving(app) -> AsyncIterator[str]:
+    """Serve `app` with uvicorn on a free loopback port; yields the base URL."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    server = DrainingServer(config, app)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        assert not task.done(), "server failed to start"
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 30)
+
+
+async def test_hot_swap_over_loopback_with_many_clients(bundle: Path, tmp_path: Path) -> None:
+    """100 concurrent clients while the domain flips 20 times between two versions: every
+    response 2xx, with a version it names and neighbours from that version."""
+    stores = tmp_path / "stores"
+    a = make_store(stores, "toy", toy_pairs(40, seed=51), activate=True)
+    time.sleep(0.002)
+    b = make_store(stores, "toy", toy_pairs(40, seed=52), method="idf-ngram")
+    pairs = {v: store_pairs(stores, "toy", v) for v in (a, b)}
+    settings = Settings(
+        model_path=bundle,
+        stores_dir=stores,
+        admin_key="adm",
+        beam_size=1,
+        cache_ttl_s=0,
+        queue_size=512,
+        batch_size=64,
+    )
+    app = create_app(settings)
+    words = sorted(LEXICON)
+    results: list[tuple[str, httpx.Response]] = []
+    swapping = True
+    limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
+    async with (
+        serving(app) as base,
+        httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as c,
+    ):
+
+        async def client(seed: int) -> None:
+            rng = random.Random(seed)
+            first = True
+            while swapping or first:
+                first = False
+                text = " ".join(rng.sample(words, rng.randint(1, 3)))
+                body = {"texts": [text], "domain": "toy", "return_neighbours": True}
+                results.append((text, await c.post("/v1/translate", json=body)))
+                await asyncio.sleep(0.5)  # think time: 100 clients, not a CPU benchmark
+
+        async def operator() -> None:
+            nonlocal swapping
+            for i in range(20):
+                await asyncio.sleep(0.03)
+                version = b if i % 2 == 0 else a
+                resp = await c.post(
+                    "/v1/domains/toy/activate",
+                    json={"version": version},
+                    headers={"X-Admin-Key": "adm"},
+                )
+                assert resp.status_code == 200, resp.text
+            swapping = False
+
+        await asyncio.gather(operator(), *(client(i) for i in range(100)))
+        info = (await c.get("/v1/domains/toy")).json()
+    assert len(results) >= 100
+    seen = set()
+    for text, resp in results:
+        assert resp.status_code == 200, resp.text
+        r = resp.json()["results"][0]
+        assert r["translation"] == gloss(text)
+        seen.add(r["store_version"])
+        held = pairs[r["store_version"]]
+        assert all(held[n["pair_id"]] == (n["source"], n["target"]) for n in r["neighbours"])
+    assert seen == {a, b}
+    assert info["loaded"] == [{"version": a, "leases": 0, "active": True}]
 
 
 async def test_sigterm_drains_in_flight_requests(bundle: Path, tmp_path: Path) -> None:
