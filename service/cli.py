@@ -268,6 +268,19 @@ def serve(
     run_server(Settings(**overrides))
 
 
+@app.command()
+def worker(
+    redis_url: str = typer.Option(None, help="default from RAGMT_REDIS_URL (required)"),
+    stores: Path = typer.Option(None, help="stores directory (default from the settings)"),
+) -> None:
+    """Build the stores that uploads queue (Redis stream) until SIGTERM: the index builder."""
+    from service.settings import Settings
+    from service.worker import main
+
+    overrides = {"redis_url": redis_url, "stores_dir": stores}
+    main(Settings(**{k: v for k, v in overrides.items() if v is not None}))
+
+
 METHODS = ("idf-sentence", "idf-ngram", "dense-ngram")
 
 
