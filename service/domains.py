@@ -30,13 +30,14 @@ from index_builder.store import Store
 from models.bundle import LoadedBundle
 from service.errors import ActivationFailed, Conflict, NotFound, ServiceError
 from service.metrics import Metrics
-from service.settings import DOMAIN_RE
+from service.settings import DOMAIN_RE, VERSION_RE
 from service.shared import Registry
 
 log = logging.getLogger("ragmt.service")
 
 GENERAL_DOMAIN = "general"  # always known: without a store it is served without retrieval
 SMOKE_QUERIES = 3
+MAX_HISTORY = 32  # versions remembered for rollback, per domain
 
 
 class RegistryUnavailable(ServiceError):
@@ -242,7 +243,7 @@ class DomainManager:
 
     def _load(self, domain: str, version: str) -> LoadedStore:
         """Open, verify and smoke-test one version (blocking: runs in a worker thread)."""
-        if not stores._NAME.fullmatch(version) or len(version) > 128:
+        if not VERSION_RE.fullmatch(version):
             raise ValueError(f"invalid version id {version[:80]!r}")
         root = self.stores_dir / domain / version
         if not root.is_dir():
@@ -305,7 +306,7 @@ class DomainManager:
         self.metrics.swap_seconds.labels(state.name, "ok").observe(seconds)
         if old is not None:
             if remember:
-                state.history.append(old.version)
+                state.history = [*state.history, old.version][-MAX_HISTORY:]
             self._retire(state, old)
         self._count(state)
         log.info("domain %s now serves %s (%.3f s)", state.name, version, seconds)

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.engine import BatchResult, LoadedModel, TextResult, TranslationRequest
+from service.settings import VERSION_PATTERN
 from service.shared import Job
 
 
@@ -206,7 +207,7 @@ class DomainList(_Schema):
 
 
 class ActivateRequest(_Schema):
-    version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+    version: str = Field(pattern=VERSION_PATTERN)
 
 
 class Deleted(_Schema):

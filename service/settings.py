@@ -19,6 +19,9 @@ from models.translator import DEFAULT_BUNDLE
 # Domain names become directory names and metric labels: keep them short and plain.
 DOMAIN_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 DOMAIN_RE = re.compile(DOMAIN_PATTERN)
+# Store version ids (index_builder.store names them `<UTC time>Z-<hash>`); never a path.
+VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+VERSION_RE = re.compile(VERSION_PATTERN)
 
 CommaList = Annotated[list[str], NoDecode]
 

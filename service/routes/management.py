@@ -23,11 +23,12 @@ from service.errors import InvalidInput, NotFound, NotReady
 from service.routes import ERRORS
 from service.routes.domains import DomainName
 from service.schemas import ActivateRequest, Deleted, DomainInfo, JobResponse
+from service.settings import VERSION_PATTERN
 from service.worker import uploads_dir
 
 router = APIRouter(dependencies=[Admin])
 
-VersionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+VersionId = Annotated[str, Path(pattern=VERSION_PATTERN)]
 JobId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,100}$")]
 WIDTHS = r"^[1-9][0-9]?(,[1-9][0-9]?){0,7}$"
 SUFFIXES = {"tsv": ["tsv"], "tmx": ["tmx"], "moses": ["src", "tgt"]}
