@@ -133,6 +133,16 @@ def _neighbour_of(x: list[Any]) -> Neighbour:
     return Neighbour(x[0], x[1], x[2], x[3], tuple(x[4]) if x[4] else None, x[5])
 
 
+def _cached_value_ok(v: Any) -> bool:
+    """A shared cache may hold entries of another release: anything unexpected is a miss."""
+    return (
+        isinstance(v, dict)
+        and isinstance(v.get("translation"), str)
+        and isinstance(v.get("neighbours"), list)
+        and all(isinstance(n, list) and len(n) == 6 for n in v["neighbours"])
+    )
+
+
 class TranslationEngine:
     """Holds translators by model name; validates, retrieves, caches and decodes requests."""
 
@@ -337,11 +347,12 @@ class TranslationEngine:
         if self.cache is None:
             return [None] * len(keys)
         try:
-            return list(await asyncio.gather(*(self.cache.get(k) for k in keys)))
+            values = await asyncio.gather(*(self.cache.get(k) for k in keys))
         except Exception as e:  # a cache outage costs speed, never a request
             self.metrics.backend_errors.labels("cache_get").inc()
             log.warning("translation cache unavailable: %s", e)
             return [None] * len(keys)
+        return [v if _cached_value_ok(v) else None for v in values]
 
     async def _cache_set(self, items: list[tuple[str, dict[str, Any]]]) -> None:
         if self.cache is None:
