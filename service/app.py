@@ -109,7 +109,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     if settings.run_worker:
         consumer = f"app-{os.getpid()}-{id(app):x}"
         service.tasks.append(
-            asyncio.create_task(run_worker(backends, settings.store_root, consumer, stop))
+            asyncio.create_task(
+                run_worker(
+                    backends, settings.store_root, consumer, stop, model=settings.bundle_path
+                )
+            )
         )
     try:
         yield

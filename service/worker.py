@@ -25,6 +25,7 @@ import anyio.to_thread
 
 from index_builder.corpus import CorpusError, Pair
 from index_builder.readers import read_corpus, read_moses
+from index_builder.retrieval.encoder import bundle_sha256
 from index_builder.retrieval.idf import IdfNgramParams
 from index_builder.store import METHODS, build_store, corpus_sha256, list_versions
 from models.artifacts import MANIFEST, ArtifactError
@@ -53,7 +54,20 @@ def normalised_params(method: str, params: dict[str, Any]) -> dict[str, Any]:
     """The parameters as the store records them, so equal requests compare equal."""
     if method == "idf-ngram":
         return IdfNgramParams.from_dict(params).to_dict()
+    if method == "dense-ngram":
+        from index_builder.retrieval.dense import DenseNgramParams  # FAISS: only when used
+
+        return DenseNgramParams.from_dict(params).to_dict()
     return dict(params)
+
+
+def encoder_identity(model: Path) -> str:
+    """What a dense store records as `model_sha256` for vectors made by bundle `model`."""
+    try:
+        manifest = json.loads((Path(model) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ArtifactError(f"model bundle for dense stores unreadable: {e}") from e
+    return bundle_sha256(manifest)
 
 
 def check_spec(spec: dict[str, Any]) -> dict[str, Any]:
@@ -86,34 +100,49 @@ def read_pairs(stores_dir: Path, spec: dict[str, Any]) -> list[Pair]:
 
 
 def existing_version(
-    stores_dir: Path, domain: str, corpus_hash: str, method: str, params: dict[str, Any]
+    stores_dir: Path,
+    domain: str,
+    corpus_hash: str,
+    method: str,
+    params: dict[str, Any],
+    model_sha256: str | None = None,
 ) -> str | None:
-    """A complete version of `domain` built from the same corpus, method and parameters."""
+    """A complete version of `domain` built from the same corpus, method, parameters (and,
+    for dense stores, encoder)."""
     for version in reversed(list_versions(stores_dir, domain)):
         try:
             text = (Path(stores_dir) / domain / version / MANIFEST).read_text(encoding="utf-8")
             m = json.loads(text)
         except (OSError, ValueError):
             continue
-        if (m.get("corpus_sha256"), m.get("method"), m.get("params")) == (
-            corpus_hash,
-            method,
-            params,
-        ):
+        built = (m.get("corpus_sha256"), m.get("method"), m.get("params"), m.get("model_sha256"))
+        if built == (corpus_hash, method, params, model_sha256):
             return version
     return None
 
 
-def build(stores_dir: Path, spec: dict[str, Any], pairs: list[Pair]) -> dict[str, Any]:
-    """Build (or find) the version of this corpus; blocking, so it runs in a thread."""
+def build(
+    stores_dir: Path, spec: dict[str, Any], pairs: list[Pair], model: Path | None = None
+) -> dict[str, Any]:
+    """Build (or find) the version of this corpus; blocking, so it runs in a thread.
+
+    `model` is the bundle dense stores encode with (the served one), unused by sparse ones.
+    """
     domain, method = spec["domain"], spec["method"]
     params = normalised_params(method, spec.get("params", {}))
+    dense = METHODS[method].uses_model
+    if dense and model is None:
+        raise JobSpecError(f"{method} needs a model bundle and this worker was given none")
+    identity = encoder_identity(model) if dense and model is not None else None
     corpus_hash = corpus_sha256(pairs)
-    version = existing_version(stores_dir, domain, corpus_hash, method, params)
+    version = existing_version(stores_dir, domain, corpus_hash, method, params, identity)
     reused = version is not None
     if version is None:
         langs = (spec["source_lang"], spec["target_lang"])
-        version = build_store(pairs, domain, method, stores_dir, params, langs).name
+        built = build_store(
+            pairs, domain, method, stores_dir, params, langs, model=model if dense else None
+        )
+        version = built.name
     return {"version": version, "pairs": len(pairs), "corpus_sha256": corpus_hash, "reused": reused}
 
 
@@ -140,7 +169,7 @@ async def _heartbeat(jobs: JobQueue, job_id: str) -> None:
             log.warning("job %s heartbeat failed: %s", job_id, e)
 
 
-async def process_job(jobs: JobQueue, stores_dir: Path, job: Job) -> str:
+async def process_job(jobs: JobQueue, stores_dir: Path, job: Job, model: Path | None = None) -> str:
     """Run one claimed job to `done` or `failed`; returns the final state."""
     if job.state == "done":  # delivered again after it finished: nothing to do
         return "done"
@@ -150,7 +179,7 @@ async def process_job(jobs: JobQueue, stores_dir: Path, job: Job) -> str:
         spec = check_spec(job.spec)
         pairs = await anyio.to_thread.run_sync(read_pairs, stores_dir, spec)
         await jobs.update(job.id, progress=0.3, message=f"indexing {len(pairs)} pairs")
-        result = await anyio.to_thread.run_sync(build, stores_dir, spec, pairs)
+        result = await anyio.to_thread.run_sync(build, stores_dir, spec, pairs, model)
     except (CorpusError, ArtifactError, JobSpecError, ValueError, OSError) as e:
         error = _safe(e, stores_dir)
     except Exception as e:
@@ -178,8 +207,12 @@ async def run_worker(
     consumer: str,
     stop: asyncio.Event,
     block_ms: int = 1000,
+    model: Path | None = None,
 ) -> None:
-    """Claim and run jobs until `stop` is set; a queue outage is waited out, not fatal."""
+    """Claim and run jobs until `stop` is set; a queue outage is waited out, not fatal.
+
+    `model`: the bundle that dense-ngram jobs encode with (None: such jobs fail clearly).
+    """
     log.info("worker %s consuming store jobs into %s", consumer, stores_dir)
     while not stop.is_set():
         try:
@@ -191,7 +224,7 @@ async def run_worker(
         if job is None:
             continue
         try:
-            await process_job(backends.jobs, stores_dir, job)
+            await process_job(backends.jobs, stores_dir, job, model)
             await backends.jobs.ack(job.id)
         except Exception:  # e.g. the queue went away mid-job: it will be delivered again
             log.exception("job %s not recorded; it will be retried", job.id)
@@ -219,7 +252,7 @@ async def _main(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop.set)
     consumer = f"{socket.gethostname()}-{os.getpid()}"
     try:
-        await run_worker(backends, settings.store_root, consumer, stop)
+        await run_worker(backends, settings.store_root, consumer, stop, model=settings.bundle_path)
     finally:
         await backends.close()
 

@@ -91,7 +91,7 @@ async def upload_corpus(
     file: Annotated[UploadFile, File(description="TSV, TMX, or a Moses pair's source side")],
     target_file: Annotated[UploadFile | None, File(description="Moses: target side")] = None,
     format: Annotated[Literal["tsv", "tmx", "moses"] | None, Form()] = None,
-    method: Annotated[Literal["idf-sentence", "idf-ngram"], Form()] = "idf-ngram",
+    method: Annotated[Literal["idf-sentence", "idf-ngram", "dense-ngram"], Form()] = "idf-ngram",
     widths: Annotated[str | None, Form(pattern=WIDTHS)] = None,
 ) -> JobResponse:
     """Queue a build of a new store version of `domain` from the uploaded corpus."""
@@ -104,8 +104,8 @@ async def upload_corpus(
         )
     if not settings.run_worker and backends.kind == "memory":
         raise NotReady("no store-build worker: set RAGMT_RUN_WORKER or a shared RAGMT_REDIS_URL")
-    if widths is not None and method != "idf-ngram":
-        raise InvalidInput("widths: only the idf-ngram method takes widths", field="widths")
+    if widths is not None and method == "idf-sentence":
+        raise InvalidInput("widths: the idf-sentence method takes no widths", field="widths")
     fmt = _format(format, file.filename, target_file is not None)
     source_lang, target_lang = service.engine.default_languages()
     parts = [file.file] + ([target_file.file] if target_file is not None else [])

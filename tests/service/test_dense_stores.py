@@ -3,6 +3,7 @@ refused at activation when that bundle is not loaded (the model-hash check)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,38 @@ async def test_dense_store_needs_the_bundle_it_was_built_with(
         assert err["code"] == "activation_failed" and "model hash" in err["message"]
         info = (await c.get("/v1/domains/toy")).json()
         assert (info["active_version"], info["method"]) == (ours, "dense-ngram")
+
+
+async def test_dense_store_from_an_upload_job(bundle: Path, tmp_path: Path) -> None:
+    """The worker builds dense stores with the served bundle; the job is idempotent."""
+    stores = tmp_path / "stores"
+    app = create_app(Settings(model_path=bundle, stores_dir=stores, admin_key="adm", beam_size=1))
+    corpus = "".join(f"{p.source}\t{p.target}\n" for p in PAIRS).encode()
+    async with running(app) as c:
+        job_ids = []
+        for _ in range(2):
+            resp = await c.post(
+                "/v1/domains/toy/corpora",
+                files={"file": ("c.tsv", corpus)},
+                data={"method": "dense-ngram", "widths": "2,1"},
+                headers=ADMIN,
+            )
+            assert resp.status_code == 202, resp.text
+            job_ids.append(resp.json()["id"])
+            for _ in range(400):
+                job = (await c.get(f"/v1/jobs/{job_ids[-1]}", headers=ADMIN)).json()
+                if job["state"] in ("done", "failed"):
+                    break
+                await asyncio.sleep(0.05)
+            assert job["state"] == "done", job
+        assert job_ids[0] == job_ids[1]
+        version = job["result"]["version"]
+        resp = await c.post("/v1/domains/toy/activate", json={"version": version}, headers=ADMIN)
+        assert resp.status_code == 200, resp.text
+        resp = await c.post(
+            "/v1/translate",
+            json={"texts": [PAIRS[3].source], "domain": "toy", "return_neighbours": True},
+        )
+        result = resp.json()["results"][0]
+        assert result["store_version"] == version
+        assert result["neighbours"][0]["source"] == PAIRS[3].source
