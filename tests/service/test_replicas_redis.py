@@ -5,9 +5,12 @@ shared, and both keep translating through a Redis outage and reconcile when it i
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,12 +62,15 @@ class RedisServer:
             self.proc = None
 
 
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = RedisServer(port)
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer(free_port())
     server.start()
     try:
         yield server
@@ -172,3 +178,67 @@ async def test_rate_limit_and_jobs_are_shared(
             await asyncio.sleep(0.02)
         assert translated.status_code == 200, translated.text
         assert translated.json()["results"][0]["store_version"] == version
+
+
+def start_replica(bundle: Path, stores: Path, url: str, port: int, log: Path) -> subprocess.Popen:
+    """`ragmt serve` as a separate process, configured only by RAGMT_* variables; its log
+    goes to a file (a pipe nobody reads could fill up and stall it)."""
+    env = {
+        **os.environ,
+        "RAGMT_MODEL_PATH": str(bundle),
+        "RAGMT_STORES_DIR": str(stores),
+        "RAGMT_REDIS_URL": url,
+        "RAGMT_REDIS_PREFIX": "ragmt-procs",
+        "RAGMT_ADMIN_KEY": "adm",
+        "RAGMT_BEAM_SIZE": "1",
+        "RAGMT_PORT": str(port),
+        "RAGMT_REQUIRED_DOMAINS": "toy",
+        "OMP_NUM_THREADS": "1",
+    }
+    code = "from service.server import serve; serve()"
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=out
+        )
+
+
+async def test_two_server_processes_share_the_active_version(
+    bundle: Path, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    stores = tmp_path / "stores"
+    a = make_store(stores, "toy", toy_pairs(30, seed=61), activate=True)
+    time.sleep(0.002)
+    b = make_store(stores, "toy", toy_pairs(30, seed=62))
+    ports = [free_port(), free_port()]
+    logs = [tmp_path / f"replica-{port}.log" for port in ports]
+    procs = [
+        start_replica(bundle, stores, redis_server.url, port, log)
+        for port, log in zip(ports, logs, strict=True)
+    ]
+    try:
+        clients = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}") for p in ports]
+        for c, proc, log in zip(clients, procs, logs, strict=True):
+            deadline = time.monotonic() + 120
+            while True:
+                assert proc.poll() is None, log.read_text()[-2000:]
+                try:
+                    if (await c.get("/readyz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "replica never became ready"
+                await asyncio.sleep(0.2)
+        c1, c2 = clients
+        await serves(c2, a, 1)
+        resp = await c1.post("/v1/domains/toy/activate", json={"version": b}, headers=ADMIN)
+        assert resp.status_code == 200, resp.text
+        assert await serves(c2, b, 1.0) < 1.0
+        for c in clients:
+            await c.aclose()
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc, log in zip(procs, logs, strict=True):
+            # uvicorn finishes its shutdown, then re-raises SIGTERM so the exit says why.
+            assert proc.wait(30) in (0, -signal.SIGTERM)
+            assert "Application shutdown complete" in log.read_text()
