@@ -282,10 +282,18 @@ class DomainManager:
         if state.active is not None and state.active.version == version:
             return
         start = time.perf_counter()
+        # A replaced version that requests still hold is verified and in memory: swapping
+        # back to it (a quick rollback) takes it up again instead of loading a second copy.
+        kept = next((x for x in state.retired if x.version == version and not x.closed), None)
         try:
-            loaded = await anyio.to_thread.run_sync(
-                self._load, state.name, version, limiter=self._loader
-            )
+            if kept is not None:
+                state.retired.remove(kept)
+                kept.retired = False
+                loaded = kept
+            else:
+                loaded = await anyio.to_thread.run_sync(
+                    self._load, state.name, version, limiter=self._loader
+                )
         except Exception as e:
             seconds = time.perf_counter() - start
             msg = self._safe(e)
@@ -405,41 +413,46 @@ class DomainManager:
 
     # --- convergence ----------------------------------------------------------------------
 
-    async def desired(self) -> dict[str, str]:
-        """The version each domain should serve: the registry's, else the ACTIVE file's."""
+    async def _shared(self) -> dict[str, str] | None:
+        """The registry's versions; None while it is unreachable."""
         try:
-            shared = await self.registry.all_active()
+            return await self.registry.all_active()
         except Exception as e:
             log.warning("registry unavailable (%s); keeping to the ACTIVE files", e)
-            shared = {}
-        out: dict[str, str] = {}
-        for domain in self.known_domains():
-            version = shared.get(domain) or await anyio.to_thread.run_sync(
-                self._file_active, domain
-            )
-            if version is not None:
-                out[domain] = version
-        for domain, version in shared.items():  # registered elsewhere, not yet on our list
-            if domain not in out and self.valid(domain) and not self.configured:
-                out[domain] = version
-        return out
+            return None
+
+    async def desired(self, domain: str) -> str | None:
+        """The version `domain` should serve: the registry's, else its ACTIVE file's."""
+        shared = await self._shared()
+        version = (shared or {}).get(domain)
+        if version is None:
+            version = await anyio.to_thread.run_sync(self._file_active, domain)
+        return version
 
     async def reconcile(self, domain: str | None = None, retry_failed: bool = True) -> None:
         """Load whatever differs from the desired versions; failures are recorded, not raised.
 
-        The periodic pass does not retry a version whose last attempt failed here (it would
-        re-verify a broken store every few seconds); a registry change or an explicit
-        activation does.
+        The desired version is read under the domain's lock, so a reconcile that waited for
+        an activation never applies what the registry said before it. The periodic pass
+        does not retry a version whose last attempt failed here (it would re-verify a broken
+        store every few seconds); a registry change or an explicit activation does.
         """
-        wanted = await self.desired()
-        for name, version in sorted(wanted.items()):
-            if domain is not None and name != domain:
-                continue
+        if domain is not None:
+            ours = self.valid(domain) and (not self.configured or domain in self.known_domains())
+            names = [domain] if ours else []
+        else:
+            names = self.known_domains()
+            if not self.configured:  # domains registered elsewhere, not yet on our disk list
+                names = sorted({*names, *filter(self.valid, await self._shared() or {})})
+        for name in names:
             state = self._states.get(name) or self._states.setdefault(name, DomainState(name))
-            last = state.last_attempt
-            if not retry_failed and last is not None and not last.ok and last.version == version:
-                continue
             async with state.lock:
+                version = await self.desired(name)
+                if version is None:
+                    continue
+                last = state.last_attempt
+                if not retry_failed and last and not last.ok and last.version == version:
+                    continue
                 try:
                     await self._switch(state, version)
                 except ActivationFailed:

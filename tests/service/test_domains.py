@@ -237,6 +237,28 @@ async def test_replicas_converge_through_the_registry(bundle: Path, stores) -> N
             assert (await domain_info(c3))["active_version"] == a
 
 
+async def test_reconcile_applies_what_the_registry_says_once_it_has_the_lock(
+    bundle: Path, stores
+) -> None:
+    """A reconcile queued behind an activation must not apply the registry's older value."""
+    root, a, b = stores
+    shared = memory_backends()
+    app = create_app(settings(bundle, root), backends=shared)
+    async with running(app):
+        manager = app.state.service.domains
+        state = manager.state(DOMAIN)
+        assert state.active.version == a
+        await state.lock.acquire()  # an activation in progress
+        try:
+            waiting = asyncio.create_task(manager.reconcile(DOMAIN))
+            await asyncio.sleep(0.05)
+            shared.registry._active[DOMAIN] = b  # type: ignore[attr-defined]
+        finally:
+            state.lock.release()
+        await waiting
+        assert state.active.version == b
+
+
 async def test_readiness_waits_for_required_domains(bundle: Path, tmp_path: Path) -> None:
     root = tmp_path / "stores"
     version = make_store(root, DOMAIN, toy_pairs(30, seed=3))  # built, never activated
