@@ -87,6 +87,7 @@ class BodySizeLimit:
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     service: Service = app.state.service
     settings, engine = service.settings, service.engine
+    service.draining, service.tasks = False, []  # a restarted lifespan starts afresh
     injected = app.state.backends
     backends = injected if injected is not None else await open_backends(settings)
     service.backends = backends
