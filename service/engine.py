@@ -126,7 +126,9 @@ def _ms(start: float) -> float:
 
 
 def _neighbour_json(n: Neighbour) -> list[Any]:
-    return [n.pair_id, n.source, n.target, n.score, list(n.span) if n.span else None, n.matched]
+    """Plain JSON types (a shared cache stores JSON; numpy scalars would not encode)."""
+    span = [int(x) for x in n.span] if n.span else None
+    return [int(n.pair_id), n.source, n.target, float(n.score), span, n.matched]
 
 
 def _neighbour_of(x: list[Any]) -> Neighbour:

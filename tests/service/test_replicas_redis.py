@@ -178,6 +178,13 @@ async def test_rate_limit_and_jobs_are_shared(
             await asyncio.sleep(0.02)
         assert translated.status_code == 200, translated.text
         assert translated.json()["results"][0]["store_version"] == version
+        # One translation cache for both: what one replica decoded, the other serves.
+        body = {"texts": ["three four"], "domain": "news", "return_neighbours": True}
+        first = await c1.post("/v1/translate", json=body, headers={"X-API-Key": "y"})
+        second = await c2.post("/v1/translate", json=body, headers={"X-API-Key": "y"})
+        assert first.json()["timings"]["cache_hits"] == 0
+        assert second.json()["timings"]["cache_hits"] == 1
+        assert second.json()["results"] == first.json()["results"]
 
 
 def start_replica(bundle: Path, stores: Path, url: str, port: int, log: Path) -> subprocess.Popen:
