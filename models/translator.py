@@ -6,6 +6,7 @@ the same way.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from torch import nn
 from models.bundle import LoadedBundle, load_bundle
 from models.data import pad_batch
 from models.decoding import beam_search, greedy
+from models.devices import decode_autocast_dtype
 from models.semiparametric import Neighbours
 from models.tokenizer import Tokenizer
 
@@ -67,6 +69,14 @@ class Translator:
         tok = Tokenizer(Path(bundle.path) / TOKENIZER_FILE)
         return cls(bundle.model, tok, langs["source"], langs["target"])
 
+    @staticmethod
+    def _autocast(device: torch.device) -> contextlib.AbstractContextManager:
+        """Half-precision decoding on CUDA (see models.devices); nothing on CPU."""
+        dtype = decode_autocast_dtype(device)
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=dtype)
+
     @property
     def uses_memory(self) -> bool:
         """Whether the model reads retrieved pairs (then `neighbours` shape its output)."""
@@ -106,7 +116,7 @@ class Translator:
             chunk = order[start : start + options.batch_size]
             src = pad_batch([ids[i] for i in chunk]).to(device)
             nb = self._neighbours([neighbours[i] for i in chunk]) if memory else None
-            with torch.inference_mode():
+            with torch.inference_mode(), self._autocast(device):
                 if options.beam_size <= 1:
                     hyps = greedy(
                         self.model, src, options.max_len_a, options.max_len_b, neighbours=nb

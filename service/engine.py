@@ -25,6 +25,7 @@ from index_builder.retrieval.base import Neighbour
 from index_builder.retrieval.encoder import bundle_sha256
 from models.artifacts import ArtifactError
 from models.bundle import WEIGHTS_FILE, LoadedBundle, load_bundle
+from models.devices import resolve_device
 from models.translator import DecodeOptions, Translator
 from service.batching import DecodeBatcher
 from service.domains import GENERAL_DOMAIN, DomainManager, Lease
@@ -159,7 +160,7 @@ class TranslationEngine:
         neighbours_k: int = 5,
     ) -> None:
         self.limits = limits
-        self.device = device
+        self.device = str(resolve_device(device))  # ValueError: unusable device, named
         self.domains = domains
         self.cache = cache if cache_ttl_s > 0 else None
         self.cache_ttl_s = cache_ttl_s

@@ -143,6 +143,7 @@ class LimitsInfo(_Schema):
 class InfoResponse(_Schema):
     ready: bool
     reason: str | None
+    device: str  # where the models decode: "cpu", "cuda", "cuda:1"
     models: list[ModelInfo]
     domains: list[str]
     limits: LimitsInfo

@@ -33,7 +33,7 @@ class Settings(BaseSettings):
 
     # Models and decoding
     model_path: Path | None = None  # None: the committed default bundle
-    device: str = "cpu"
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")  # auto: CUDA if present
     max_texts: int = Field(64, ge=1)
     max_chars: int = Field(2000, ge=1)
     max_body_bytes: int = Field(1_000_000, ge=1)

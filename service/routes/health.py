@@ -46,6 +46,7 @@ async def info(service: ServiceDep) -> InfoResponse:
     return InfoResponse(
         ready=engine.ready,
         reason=engine.not_ready_reason,
+        device=engine.device,
         models=[ModelInfo.of(m, m.name == engine.default_model) for m in engine.models],
         domains=domains,
         limits=LimitsInfo(
