@@ -203,7 +203,8 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "-"
 
 
-async def run(args: argparse.Namespace, plan: Plan, stores: Path) -> None:
+async def run(args: argparse.Namespace, plan: Plan, work: Path) -> None:
+    stores = work / "stores"
     d = args.data / DOMAIN
     pairs = []
     for split in ("train", "dev", "test"):
@@ -221,12 +222,13 @@ async def run(args: argparse.Namespace, plan: Plan, stores: Path) -> None:
     if len(texts) < need:
         raise SystemExit(f"{DOMAIN} test.en has {len(texts)} distinct sentences; need {need}")
 
+    print(f"command: python -m benchmarks.service {' '.join(sys.argv[1:])}")
     print(f"machine: {machine()}")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     for method, (version, seconds) in built.items():
         print(f"store {DOMAIN}/{version}: {method}, {len(pairs)} pairs, built in {seconds:.1f} s")
 
-    server = Server(args.model, stores, Path(stores) / "server.log")
+    server = Server(args.model, stores, work / "server.log")
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=600, limits=limits) as client:
@@ -356,17 +358,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--model", type=Path, default=Path("models/default_bundle"))
     ap.add_argument("--data", type=Path, default=Path("/root/ragmt/data/en-de"))
-    ap.add_argument("--stores", type=Path, default=None, help="default: a temporary directory")
     ap.add_argument("--quick", action="store_true", help="few requests: checks the script works")
     ap.add_argument("--activations", type=int, default=None, help="even; default 100 (quick: 10)")
     args = ap.parse_args()
     plan = QUICK if args.quick else FULL
     if args.activations is not None:
         plan = replace(plan, activations=args.activations + args.activations % 2)
-    if args.stores is not None:
-        args.stores.mkdir(parents=True, exist_ok=True)
-        asyncio.run(run(args, plan, args.stores))
-        return
     with tempfile.TemporaryDirectory(prefix="ragmt-bench-service-") as tmp:
         asyncio.run(run(args, plan, Path(tmp)))
 
