@@ -51,7 +51,7 @@ class Plan:
     activations: int
 
 
-FULL = Plan(miss={1: 24, 8: 48, 32: 96}, hit=160, warmup=8, activations=100)
+FULL = Plan(miss={1: 100, 8: 200, 32: 384}, hit=400, warmup=16, activations=100)
 QUICK = Plan(miss={1: 3, 8: 8, 32: 32}, hit=32, warmup=2, activations=10)
 
 
