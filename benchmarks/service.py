@@ -61,6 +61,8 @@ class Cell:
     retrieval_ms: list[float] = field(default_factory=list)  # server-reported
     unexpected: int = 0  # a miss that hit the cache, a hit that missed, another version
     seconds: float = 0.0
+    batches: float = 0.0  # decoding batches the server ran during the cell (its metrics)
+    batched_texts: float = 0.0
 
     @property
     def rps(self) -> float:
@@ -170,10 +172,23 @@ async def _cell(
             got = (out["timings"]["cache_hits"], out["results"][0]["store_version"])
             cell.unexpected += got != (want_hits, want_version)
 
+    batches, batched = await _batch_totals(client)
     start = time.perf_counter()
     await asyncio.gather(*(one_client() for _ in range(concurrency)))
     cell.seconds = time.perf_counter() - start
+    after = await _batch_totals(client)
+    cell.batches, cell.batched_texts = after[0] - batches, after[1] - batched
     return cell
+
+
+async def _batch_totals(client: httpx.AsyncClient) -> tuple[float, float]:
+    """(decoding batches, texts in them) so far, from the server's /metrics."""
+    values = {}
+    for line in (await client.get("/metrics")).text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("ragmt_batch_texts_count", "ragmt_batch_texts_sum"):
+            values[name] = float(value)
+    return values.get("ragmt_batch_texts_count", 0.0), values.get("ragmt_batch_texts_sum", 0.0)
 
 
 async def _activate(client: httpx.AsyncClient, key: str, version: str) -> tuple[float, float]:
@@ -283,15 +298,17 @@ async def run(args: argparse.Namespace, plan: Plan, work: Path) -> None:
 def _print_cells(cells: dict[tuple[str, str, int], Cell]) -> None:
     print(
         "\n| retrieval | cache | conc. | requests | req/s | p50 ms | p95 ms | retrieval ms p50 "
+        "| texts/batch "
         "| req/s vs no retrieval | req/s vs miss | req/s vs conc. 1 | unexpected |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for (name, cache, c), cell in cells.items():
         lat = cell.latencies_ms
         print(
             f"| {'none (no domain)' if name == 'none' else f'{DOMAIN} {name}'} | {cache} | {c} "
             f"| {len(lat)} | {cell.rps:.2f} | {pct(lat, 50):.0f} | {pct(lat, 95):.0f} "
             f"| {pct(cell.retrieval_ms, 50):.1f} "
+            f"| {f'{cell.batched_texts / cell.batches:.1f}' if cell.batches else '-'} "
             f"| {_ratio(cell.rps, cells['none', cache, c].rps) if name != 'none' else '-'} "
             f"| {_ratio(cell.rps, cells[name, 'miss', c].rps) if cache == 'hit' else '-'} "
             f"| {_ratio(cell.rps, cells[name, cache, 1].rps) if c != 1 else '-'} "
