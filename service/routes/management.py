@@ -23,7 +23,7 @@ from service.errors import InvalidInput, NotFound, NotReady
 from service.routes import ERRORS
 from service.routes.domains import DomainName
 from service.schemas import ActivateRequest, Deleted, DomainInfo, JobResponse
-from service.settings import VERSION_PATTERN
+from service.settings import VERSION_PATTERN, VERSION_RE
 from service.worker import uploads_dir
 
 router = APIRouter(dependencies=[Admin])
@@ -82,6 +82,14 @@ def _format(given: str | None, name: str | None, moses_pair: bool) -> str:
     raise InvalidInput("format: cannot tell the corpus format; send format", field="format")
 
 
+def _built(store_root: FsPath, domain: str, result: dict[str, object]) -> bool:
+    """Whether a done job's version is still on disk (a deleted one cannot be activated)."""
+    version = result.get("version")
+    if not isinstance(version, str) or not VERSION_RE.fullmatch(version):
+        return False
+    return (store_root / domain / version).is_dir()
+
+
 @router.post(
     "/v1/domains/{domain}/corpora", status_code=202, response_model=JobResponse, responses=ERRORS
 )
@@ -124,6 +132,13 @@ async def upload_corpus(
     }
     dedup = f"{domain}:{digest}:{method}:{json.dumps(params, sort_keys=True)}"
     job = await backends.jobs.submit(spec, dedup)
+    if job.state == "done" and not _built(settings.store_root, domain, job.result):
+        # Its version has been deleted since: build the corpus again (the job queue replaces
+        # a failed job under the same key, in-process and in Redis alike).
+        await backends.jobs.update(
+            job.id, state="failed", error="its store version was deleted; uploaded again"
+        )
+        job = await backends.jobs.submit(spec, dedup)
     if job.state in ("done", "failed"):  # the same corpus was built before: files not needed
         for name in names:
             (updir / name).unlink(missing_ok=True)

@@ -117,6 +117,39 @@ async def test_moses_pair_and_idempotent_jobs(bundle: Path, tmp_path: Path) -> N
         assert manifest["params"]["widths"] == [3, 1]
 
 
+async def test_upload_again_after_its_version_was_deleted_builds_again(
+    bundle: Path, tmp_path: Path
+) -> None:
+    """The same corpus's done job is reused only while its version exists: once that version
+    is deleted, uploading the corpus again builds a new version instead of naming the gone one."""
+    stores = tmp_path / "stores"
+    app = create_app(settings(bundle, stores))
+    first_corpus = {"file": ("a.tsv", tsv(PAIRS[:10]))}
+    async with running(app) as c:
+        first = await finished(c, (await upload(c, "manuals", first_corpus)).json()["id"])
+        other = {"file": ("b.tsv", tsv(PAIRS[10:]))}
+        second = await finished(c, (await upload(c, "manuals", other)).json()["id"])
+        old, kept = first["result"]["version"], second["result"]["version"]
+        resp = await c.post("/v1/domains/manuals/activate", json={"version": kept}, headers=ADMIN)
+        assert resp.status_code == 200, resp.text
+        resp = await c.delete(f"/v1/domains/manuals/versions/{old}", headers=ADMIN)
+        assert resp.status_code == 200, resp.text
+
+        again = await upload(c, "manuals", first_corpus)
+        assert again.status_code == 202, again.text
+        assert again.json()["id"] != first["id"]
+        rebuilt = await finished(c, again.json()["id"])
+        assert rebuilt["state"] == "done", rebuilt
+        new = rebuilt["result"]["version"]
+        assert new != old and list_versions(stores, "manuals") == sorted([kept, new])
+        gone = (await c.get(f"/v1/jobs/{first['id']}", headers=ADMIN)).json()
+        assert gone["state"] == "failed" and "deleted" in gone["error"]
+        resp = await c.post("/v1/domains/manuals/activate", json={"version": new}, headers=ADMIN)
+        assert resp.status_code == 200, resp.text
+        # While the version exists, the same upload still answers with the same job.
+        assert (await upload(c, "manuals", first_corpus)).json()["id"] == rebuilt["id"]
+
+
 async def test_bad_corpus_fails_the_job_and_leaves_no_store(bundle: Path, tmp_path: Path) -> None:
     stores = tmp_path / "stores"
     app = create_app(settings(bundle, stores))
