@@ -97,6 +97,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.metrics,
         settings.domains,
         settings.reconcile_interval_s,
+        gpu=engine.gpu_index,
     )
     engine.domains = manager
     if settings.cache_ttl_s > 0:

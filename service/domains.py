@@ -121,8 +121,10 @@ class DomainManager:
         metrics: Metrics,
         domains: list[str] | None = None,
         reconcile_interval_s: float = 10.0,
+        gpu: int | None = None,
     ) -> None:
         self.stores_dir = Path(stores_dir)
+        self.gpu = gpu  # CUDA device index: dense stores search there too (None: CPU)
         self.registry = registry
         self.metrics = metrics
         self.configured = list(domains or [])  # empty: every domain directory found
@@ -264,6 +266,8 @@ class DomainManager:
                     "which this service has not loaded (model hash)"
                 )
         retriever = stores.load_retriever(store, bundle)
+        if bundle is not None and self.gpu is not None and hasattr(retriever, "to_gpu"):
+            retriever.to_gpu(self.gpu)  # dense search beside the model on the same GPU
         queries = [store.pairs.sources[i] for i in range(min(SMOKE_QUERIES, len(store.pairs)))]
         found = retriever.search(queries, k=1)
         if len(found) != len(queries) or not any(found):

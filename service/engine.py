@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+import torch
 
 from index_builder.retrieval.base import Neighbour
 from index_builder.retrieval.encoder import bundle_sha256
@@ -172,6 +173,12 @@ class TranslationEngine:
         self._decode_lock = threading.Lock()
         self._batcher: DecodeBatcher | None = None
         self._batcher_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def gpu_index(self) -> int | None:
+        """The CUDA device index the models run on; None on the CPU."""
+        device = torch.device(self.device)
+        return None if device.type != "cuda" else (device.index or 0)
 
     @property
     def ready(self) -> bool:

@@ -19,7 +19,7 @@ shorter in words. Corpus side reduced by default: indexing every position costs 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import faiss
@@ -143,6 +143,15 @@ class DenseNgramRetriever:
                 )
             if len(x.owner) and (x.owner.min() < 0 or x.owner.max() >= len(pairs)):
                 raise ValueError(f"width {x.width}: n-gram owners outside 0..{len(pairs) - 1}")
+
+    def to_gpu(self, device: int) -> None:
+        """Search on GPU `device` from now on (FAISS GPU clones, index_builder.retrieval.
+        faiss_gpu); the encoder runs wherever its bundle's model is. Imported only here, so
+        a CPU-only host never loads GPU code."""
+        from index_builder.retrieval.faiss_gpu import index_to_gpu
+
+        for w, x in list(self.indexes.items()):
+            self.indexes[w] = replace(x, index=index_to_gpu(x.index, device))
 
     def query_vectors(
         self, queries: Sequence[str]

@@ -8,9 +8,12 @@ process-wide table instead of one per index.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import faiss
+
+log = logging.getLogger("ragmt.faiss_gpu")
 
 _lock = threading.Lock()
 _resources: dict[int, object] = {}
@@ -46,4 +49,9 @@ def index_to_gpu(index: faiss.Index, device: int) -> faiss.Index:
         return index  # FAISS has no GPU HNSW: CPU search stays the (fast) path for it
     options = faiss.GpuClonerOptions()
     options.useFloat16 = False  # exact distances; recall@10 was measured in float32
-    return faiss.index_cpu_to_gpu(gpu_resources(device), device, index, options)
+    resources = gpu_resources(device)
+    try:
+        return faiss.index_cpu_to_gpu(resources, device, index, options)
+    except RuntimeError as e:  # e.g. a refine wrapper FAISS cannot clone: the CPU still serves
+        log.warning("FAISS index %s stays on the CPU: %s", type(index).__name__, e)
+        return index
