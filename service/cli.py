@@ -141,6 +141,9 @@ def translate(
     ),
     stores: Path = typer.Option(None, help="stores directory (default: the service's)"),
     neighbours: int = typer.Option(10, min=1, help="neighbours retrieved per sentence"),
+    retrieval_model: Path = typer.Option(
+        None, help="dense stores: the bundle they were built with (default: the one recorded)"
+    ),
 ) -> None:
     """Translate sentences, one a line, with the same call the service uses."""
     from models.artifacts import ArtifactError
@@ -152,7 +155,7 @@ def translate(
         _fail(str(e))
     retriever = None
     if domain is not None:
-        retriever = _domain_retriever(domain, stores, model or DEFAULT_BUNDLE)
+        retriever = _domain_retriever(domain, stores, retrieval_model)
         if not translator.uses_memory:
             _log("note: this model has no retrieval memory; neighbours do not change its output")
     try:
@@ -175,8 +178,13 @@ def translate(
         sys.stdout.write(result)
 
 
-def _domain_retriever(domain: str, stores: Path | None, bundle: Path):
-    """The retriever of `domain`'s active store, or a clear failure naming what is missing."""
+def _domain_retriever(domain: str, stores: Path | None, encoder: Path | None):
+    """The retriever of `domain`'s active store, or a clear failure naming what is missing.
+
+    `encoder`: for a dense store, the bundle that built it (None: the path its manifest
+    records). It need not be the translating model: a memory model is usually queried through
+    a store encoded by the baseline it was warm-started from.
+    """
     from index_builder.store import load_retriever, open_store
     from models.artifacts import ArtifactError
     from service.settings import Settings
@@ -185,7 +193,7 @@ def _domain_retriever(domain: str, stores: Path | None, bundle: Path):
     if not (root / domain).is_dir():
         _fail(f"no store for domain {domain!r} under {root}")
     try:
-        return load_retriever(open_store(root / domain), bundle)
+        return load_retriever(open_store(root / domain), encoder)
     except ArtifactError as e:
         _fail(str(e))
 
@@ -207,6 +215,9 @@ def evaluate_cmd(
         None, help="with --stores: use this one domain's store for every domain (mismatch tests)"
     ),
     neighbours: int = typer.Option(10, min=1, help="neighbours retrieved per sentence"),
+    retrieval_model: Path = typer.Option(
+        None, help="dense stores: the bundle they were built with (default: the one recorded)"
+    ),
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
     from models.bundle import update_eval
@@ -225,7 +236,7 @@ def evaluate_cmd(
     def neighbours_for(domain: str, src: list[str]) -> list[list[tuple[str, str]]]:
         name = store or domain
         if name not in retrievers:
-            retrievers[name] = _domain_retriever(name, stores, bundle)
+            retrievers[name] = _domain_retriever(name, stores, retrieval_model)
         used[domain] = f"{name}@{active_version(stores, name)}"
         hits = retrievers[name].search(src, neighbours)
         return [[(n.source, n.target) for n in found] for found in hits]
