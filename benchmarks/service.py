@@ -214,6 +214,12 @@ def _test_sentences(data: Path) -> list[str]:
     return texts
 
 
+def _load() -> str:
+    """The machine's load (other work running alongside skews every number here)."""
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
+
+
 def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "-"
 
@@ -239,7 +245,7 @@ async def run(args: argparse.Namespace, plan: Plan, work: Path) -> None:
 
     print(f"command: python -m benchmarks.service {' '.join(sys.argv[1:])}")
     print(f"machine: {machine()}")
-    print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {_load()}")
     for method, (version, seconds) in built.items():
         print(f"store {DOMAIN}/{version}: {method}, {len(pairs)} pairs, built in {seconds:.1f} s")
 
@@ -291,6 +297,7 @@ async def run(args: argparse.Namespace, plan: Plan, work: Path) -> None:
             check = await _cell(client, texts[:1], 1, langs, DOMAIN, (1, version_a))
             print(f"\nafter the activations: translation with domain ok ({check.unexpected} "
                   f"unexpected); RSS after traffic was {mem_traffic['VmRSS']:.0f} MiB")  # fmt: skip
+            print(f"finished {time.strftime('%H:%M UTC', time.gmtime())}; {_load()}")
     finally:
         server.stop()
 
