@@ -233,7 +233,9 @@ def train(
         old = json.loads(cfg_file.read_text())
         if old != json.loads(json.dumps(asdict(cfg))):
             diff = {k for k in old if old[k] != asdict(cfg).get(k)}
-            if diff - {"max_steps", "max_hours"}:
+            # Budgets and numeric speed settings may change on resume; what shapes the model,
+            # the data order or the schedule may not.
+            if diff - {"max_steps", "max_hours", "bf16", "threads"}:
                 raise ValueError(f"{run} was started with a different config: {sorted(diff)}")
     cfg_file.write_text(json.dumps(asdict(cfg), indent=2))
     if cfg.threads:
