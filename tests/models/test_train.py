@@ -148,6 +148,15 @@ def test_resume_refuses_a_different_config(
         train(trained_run, _data(toy_data), TrainConfig(**cfg), toy_tokenizer, log=lambda s: None)
 
 
+def test_resume_may_change_precision_and_budget(trained_run: Path, toy_data, toy_tokenizer):
+    cfg = json.loads((trained_run / "train_config.json").read_text())
+    cfg |= {"bf16": not cfg["bf16"], "threads": 1, "max_steps": cfg["max_steps"]}
+    logs: list[str] = []
+    state = train(trained_run, _data(toy_data), TrainConfig(**cfg), toy_tokenizer, log=logs.append)
+    assert state["step"] == cfg["max_steps"]  # already there: resumed, nothing to do
+    assert any("resumed from" in m for m in logs)
+
+
 def test_config_rejects_unknown_key() -> None:
     with pytest.raises(ValueError, match="learning_rate"):
         TrainConfig.from_dict({"learning_rate": 1})
