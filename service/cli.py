@@ -357,7 +357,7 @@ def build_store_cmd(
     dense = method == "dense-ngram"
     dense_only = (model, index, search, batch_size)
     if not dense and (any(x is not None for x in dense_only) or ray):
-        _fail("--model, --index, --search, --batch-size and --ray apply to dense-ngram only")
+        _fail("--model, --index, --search, --batch-size, --ray: dense-ngram only")
     if method == "idf-sentence" and (widths is not None or all_positions):
         _fail("--widths and --all-positions apply to the n-gram methods only")
     params: dict = {}
