@@ -51,7 +51,7 @@ class Plan:
     activations: int
 
 
-FULL = Plan(miss={1: 100, 8: 200, 32: 384}, hit=400, warmup=16, activations=100)
+FULL = Plan(miss={1: 100, 8: 200, 32: 384}, hit=400, warmup=32, activations=100)
 QUICK = Plan(miss={1: 3, 8: 8, 32: 32}, hit=32, warmup=2, activations=10)
 
 
@@ -271,21 +271,27 @@ async def run(args: argparse.Namespace, plan: Plan, work: Path) -> None:
                 f"requests: one {DOMAIN} test sentence each (distinct, shuffled with seed 0); "
                 f"miss cells {plan.miss[1]}/{plan.miss[8]}/{plan.miss[32]} requests at "
                 f"concurrency 1/8/32, hit cells {plan.hit}; {plan.warmup} warm-up requests "
-                "per retrieval setting, not counted"
+                "per retrieval setting, not counted; with and without retrieval run back to "
+                "back on the same sentences"
             )
             cells: dict[tuple[str, str, int], Cell] = {}
-            for name, domain, version in (("none", None, None), ("idf-ngram", DOMAIN, version_a)):
-                warm, rest = texts[: plan.warmup], texts[plan.warmup :]
-                await _cell(client, warm, min(8, len(warm)), langs, domain, (0, version))
-                seen: list[str] = []
-                for c in CONCURRENCY:
-                    batch, rest = rest[: plan.miss[c]], rest[plan.miss[c] :]
+            settings = [("none", None, None), ("idf-ngram", DOMAIN, version_a)]
+            warm, rest = texts[: plan.warmup], texts[plan.warmup :]
+            for _, domain, version in settings:  # up to a full batch: buffers grown first
+                await _cell(client, warm, len(warm), langs, domain, (0, version))
+            # The cells compared side by side run one after the other (first one, then the
+            # other setting), on the same sentences, so drift on the machine hits both alike.
+            seen: list[str] = []
+            for i, c in enumerate(CONCURRENCY):
+                batch, rest = rest[: plan.miss[c]], rest[plan.miss[c] :]
+                for name, domain, version in settings[:: 1 if i % 2 == 0 else -1]:
                     cells[name, "miss", c] = await _cell(
                         client, batch, c, langs, domain, (0, version)
                     )
-                    seen += batch
-                for c in CONCURRENCY:
-                    repeat = [seen[i % len(seen)] for i in range(plan.hit)]
+                seen += batch
+            for i, c in enumerate(CONCURRENCY):
+                repeat = [seen[j % len(seen)] for j in range(plan.hit)]
+                for name, domain, version in settings[:: 1 if i % 2 == 0 else -1]:
                     cells[name, "hit", c] = await _cell(
                         client, repeat, c, langs, domain, (1, version)
                     )
@@ -309,7 +315,10 @@ def _print_cells(cells: dict[tuple[str, str, int], Cell]) -> None:
         "| req/s vs no retrieval | req/s vs miss | req/s vs conc. 1 | unexpected |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for (name, cache, c), cell in cells.items():
+    names, caches = ("none", "idf-ngram"), ("miss", "hit")
+    order = [(n, cache, c) for n in names for cache in caches for c in CONCURRENCY]
+    for name, cache, c in order:
+        cell = cells[name, cache, c]
         lat = cell.latencies_ms
         print(
             f"| {'none (no domain)' if name == 'none' else f'{DOMAIN} {name}'} | {cache} | {c} "
