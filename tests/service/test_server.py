@@ -50,7 +50,7 @@ async def serving(app) -> AsyncIterator[str]:
 
 
 async def test_hot_swap_over_loopback_with_many_clients(bundle: Path, tmp_path: Path) -> None:
-    """100 concurrent clients while the domain flips 20 times between two versions: every
+    """200 concurrent clients while the domain flips 20 times between two versions: every
     response 2xx, with a version it names and neighbours from that version."""
     stores = tmp_path / "stores"
     a = make_store(stores, "toy", toy_pairs(40, seed=51), activate=True)
@@ -70,7 +70,9 @@ async def test_hot_swap_over_loopback_with_many_clients(bundle: Path, tmp_path: 
     words = sorted(LEXICON)
     results: list[tuple[str, httpx.Response]] = []
     swapping = True
-    limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
+    # Idle connections expire on the client before uvicorn's 5 s keep-alive timeout closes them
+    # on the server: otherwise a reused connection can race the server's close (ReadError).
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256, keepalive_expiry=2.0)
     async with (
         serving(app) as base,
         httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as c,
@@ -84,7 +86,7 @@ async def test_hot_swap_over_loopback_with_many_clients(bundle: Path, tmp_path: 
                 text = " ".join(rng.sample(words, rng.randint(1, 3)))
                 body = {"texts": [text], "domain": "toy", "return_neighbours": True}
                 results.append((text, await c.post("/v1/translate", json=body)))
-                await asyncio.sleep(0.5)  # think time: 100 clients, not a CPU benchmark
+                await asyncio.sleep(0.5)  # think time: 200 clients, not a CPU benchmark
 
         async def operator() -> None:
             nonlocal swapping
@@ -99,9 +101,9 @@ async def test_hot_swap_over_loopback_with_many_clients(bundle: Path, tmp_path: 
                 assert resp.status_code == 200, resp.text
             swapping = False
 
-        await asyncio.gather(operator(), *(client(i) for i in range(100)))
+        await asyncio.gather(operator(), *(client(i) for i in range(200)))
         info = (await c.get("/v1/domains/toy")).json()
-    assert len(results) >= 100
+    assert len(results) >= 200
     seen = set()
     for text, resp in results:
         assert resp.status_code == 200, resp.text
