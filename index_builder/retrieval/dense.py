@@ -18,9 +18,8 @@ shorter in words. Corpus side reduced by default: indexing every position costs 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 
 import faiss
 import numpy as np
@@ -29,7 +28,7 @@ from index_builder.columns import PairTexts
 from index_builder.retrieval.base import Neighbour, check_search_args
 from index_builder.retrieval.encoder import Encoder, encode_chunk
 from index_builder.retrieval.faiss_index import check_factory, default_search
-from index_builder.retrieval.ngrams import ngram_spans
+from index_builder.retrieval.ngrams import WidthParams, ngram_spans, sorted_widths
 
 DEFAULT_WIDTHS = (8, 4)
 DEFAULT_FACTORY = "Flat"
@@ -38,12 +37,14 @@ _FIRST_DEPTH = 32  # hits fetched per query n-gram; deepened x4 while all are ta
 
 
 @dataclass(frozen=True)
-class DenseNgramParams:
+class DenseNgramParams(WidthParams):
     """Build parameters of a dense n-gram store (recorded in its manifest).
 
     `batch_size` is the sentences per encoding chunk: it fixes the chunks, hence the floats,
     so it is part of what a store was built with.
     """
+
+    KIND = "dense-ngram"
 
     widths: tuple[int, ...] = DEFAULT_WIDTHS
     all_positions: bool = False
@@ -55,12 +56,7 @@ class DenseNgramParams:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        widths = tuple(self.widths)
-        if not widths or any(not isinstance(w, int) or w < 1 for w in widths):
-            raise ValueError(f"widths must be positive integers, got {self.widths!r}")
-        if len(set(widths)) != len(widths):
-            raise ValueError(f"widths must be distinct, got {self.widths!r}")
-        object.__setattr__(self, "widths", tuple(sorted(widths, reverse=True)))
+        object.__setattr__(self, "widths", sorted_widths(self.widths))
         if not self.factory or not isinstance(self.factory, str):
             raise ValueError(f"factory must be a FAISS factory string, got {self.factory!r}")
         if not self.search:
@@ -69,22 +65,6 @@ class DenseNgramParams:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> DenseNgramParams:
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown dense-ngram parameter(s): {sorted(unknown)}")
-        kw = dict(d)
-        if "widths" in kw:
-            kw["widths"] = tuple(kw["widths"])
-        return cls(**kw)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["widths"] = list(self.widths)
-        return d
 
     @property
     def exact(self) -> bool:

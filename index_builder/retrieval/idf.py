@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -36,7 +35,7 @@ from index_builder.retrieval.inverted import (
     RowSearch,
     build_postings,
 )
-from index_builder.retrieval.ngrams import ngram_spans
+from index_builder.retrieval.ngrams import WidthParams, ngram_spans, sorted_widths
 from index_builder.retrieval.text import Vocabulary, tokenize
 
 DEFAULT_WIDTHS = (8, 4)  # docs/retrieval-widths.md: best coverage on bible and software-docs
@@ -182,34 +181,16 @@ class IdfSentenceRetriever:
 
 
 @dataclass(frozen=True)
-class IdfNgramParams:
+class IdfNgramParams(WidthParams):
     """Build parameters of an IDF n-gram store (recorded in its manifest)."""
+
+    KIND = "idf-ngram"
 
     widths: tuple[int, ...] = DEFAULT_WIDTHS
     all_positions: bool = False  # index every corpus n-gram, not only the reduced set
 
     def __post_init__(self) -> None:
-        widths = tuple(self.widths)
-        if not widths or any(not isinstance(w, int) or w < 1 for w in widths):
-            raise ValueError(f"widths must be positive integers, got {self.widths!r}")
-        if len(set(widths)) != len(widths):
-            raise ValueError(f"widths must be distinct, got {self.widths!r}")
-        object.__setattr__(self, "widths", tuple(sorted(widths, reverse=True)))
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> IdfNgramParams:
-        unknown = set(d) - {"widths", "all_positions"}
-        if unknown:
-            raise ValueError(f"unknown idf-ngram parameter(s): {sorted(unknown)}")
-        kw = dict(d)
-        if "widths" in kw:
-            kw["widths"] = tuple(kw["widths"])
-        return cls(**kw)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["widths"] = list(self.widths)
-        return d
+        object.__setattr__(self, "widths", sorted_widths(self.widths))
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,10 @@ So a sentence shorter than n is one n-gram (the whole sentence), and the count i
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, fields
+from typing import Any, ClassVar, Self
+
 
 def ngram_spans(n_tokens: int, width: int, stride: int | None = None) -> list[tuple[int, int]]:
     """Spans ``(start, end)`` of the n-grams of `width`; `stride` defaults to the reduced set's.
@@ -36,3 +40,34 @@ def ngram_spans(n_tokens: int, width: int, stride: int | None = None) -> list[tu
             break
         start += step
     return spans
+
+
+def sorted_widths(widths: Sequence[int]) -> tuple[int, ...]:
+    """Distinct positive n-gram widths, widest first; ValueError naming the problem."""
+    ws = tuple(widths)
+    if not ws or any(not isinstance(w, int) or w < 1 for w in ws):
+        raise ValueError(f"widths must be positive integers, got {widths!r}")
+    if len(set(ws)) != len(ws):
+        raise ValueError(f"widths must be distinct, got {widths!r}")
+    return tuple(sorted(ws, reverse=True))
+
+
+class WidthParams:
+    """JSON round trip of an n-gram method's frozen parameter dataclass (widths as a list)."""
+
+    KIND: ClassVar[str] = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown {cls.KIND} parameter(s): {sorted(unknown)}")
+        kw = dict(d)
+        if "widths" in kw:
+            kw["widths"] = tuple(kw["widths"])
+        return cls(**kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["widths"] = list(self.widths)
+        return d
