@@ -215,6 +215,14 @@ def _warm_start(model: nn.Module, init: Path, arch: str, log: Log) -> str:
     return bundle.manifest["files"]["model.safetensors"]
 
 
+def _neighbour_width(cfg: TrainConfig) -> int:
+    """Tokens kept per retrieved side: the model's `max_neighbour_len` (set or default), the
+    width decoding cuts to as well, so training sees what decoding will."""
+    config_cls = ARCHITECTURES.get(cfg.arch, (None,))[0]
+    width = cfg.model.get("max_neighbour_len", getattr(config_cls, "max_neighbour_len", None))
+    return min(int(width), cfg.max_len) if width is not None else cfg.max_len
+
+
 def train(
     run: Path,
     data: TrainData,
@@ -272,7 +280,7 @@ def train(
             data.source_lang,
             data.target_lang,
             cfg.neighbours,
-            cfg.max_len,
+            _neighbour_width(cfg),
             cache_dir=run / "cache",
         )
         found = read_neighbours(data.dev_neighbours, len(read_lines(data.dev_src)), cfg.neighbours)

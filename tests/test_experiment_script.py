@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,7 @@ def test_experiment_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> None:
     )  # fmt: skip
     work = tmp_path / "work"
     env |= {"DATA": str(data), "BASE": str(base), "WORK": str(work), "CONFIG": str(mem_cfg),
-            "STEPS": "20", "K": "3"}  # fmt: skip
+            "STEPS": "20", "K": "3", "DENSE_INDEX": "Flat", "DENSE_SEARCH": ""}  # fmt: skip
     res = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
 
@@ -87,3 +88,14 @@ def test_experiment_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> None:
     # Resumable: a second run finds everything made and redoes nothing.
     again = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True)
     assert again.returncode == 0 and "ragmt" not in again.stderr
+
+    # The memory-model decoding benchmark runs on what the experiment made.
+    bench = [sys.executable, "-m", "benchmarks.memory_decode", "--baseline", str(base),
+             "--model", str(work / "cstm-dense-ngram"),
+             "--stores", str(work / "stores" / "dense-ngram"),
+             "--retrieval-model", str(base), "--domain", "medical", "--data", str(data),
+             "--sentences", "8", "--latency-sentences", "3", "--device", "cpu"]  # fmt: skip
+    res = subprocess.run(bench, env=env, cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    assert "| memory model with retrieval |" in res.stdout
+    assert "ratio memory model with retrieval / baseline: batch-1 p50" in res.stdout

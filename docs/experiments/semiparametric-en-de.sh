@@ -7,7 +7,10 @@
 #
 # Settings (environment): DATA prepared corpora; BASE the baseline bundle; WORK output dir;
 # TRAIN_METHOD the retrieval the memory model trains on; CONFIG its training config; HOURS or
-# STEPS its budget; K neighbours per sentence at evaluation. Results: $WORK/report.md and the
+# STEPS its budget; K neighbours per sentence at evaluation; DENSE_INDEX the FAISS factory of
+# the dense stores and DENSE_SEARCH its search parameters (Flat on the full pool is ~4 GB and
+# slow to search; SQ8 codes are 4x smaller; PQ64x4fs
+# recalled only 0.58-0.72 of the exact top 10). Results: $WORK/report.md and the
 # JSON/Markdown of every evaluation under $WORK/eval/.
 set -euo pipefail
 DATA=${DATA:-data/en-de}
@@ -18,6 +21,8 @@ CONFIG=${CONFIG:-models/configs/semiparametric-en-de.json}
 HOURS=${HOURS:-1.5}
 STEPS=${STEPS:-}
 K=${K:-10}
+DENSE_INDEX=${DENSE_INDEX:-IVF1024,SQ8}
+DENSE_SEARCH=${DENSE_SEARCH-nprobe=16}  # empty: none
 DOMAINS=${DOMAINS:-general bible medical software-docs}
 METHODS=${METHODS:-idf-sentence idf-ngram dense-ngram}
 STORES=$WORK/stores
@@ -31,7 +36,10 @@ for m in $METHODS; do
   for d in $DOMAINS; do
     [ -f "$STORES/$m/$d/ACTIVE" ] && continue
     extra=()
-    [ "$m" = dense-ngram ] && extra=(--model "$BASE")
+    if [ "$m" = dense-ngram ]; then
+      extra=(--model "$BASE" --index "$DENSE_INDEX")
+      [ -n "$DENSE_SEARCH" ] && extra+=(--search "$DENSE_SEARCH")
+    fi
     ragmt build-store --domain "$d" --corpus "$DATA/$d" --split train --method "$m" \
       --out "$STORES/$m" "${extra[@]}"
   done

@@ -185,3 +185,21 @@ def test_memory_training_refuses_missing_or_mismatched_neighbours(task, tmp_path
     garbled.write_text('{"id": 0, "neighbours": []}\nnot json\n')
     with pytest.raises(ValueError, match=r"garbled.jsonl:2: not a neighbours record"):
         read_neighbours(garbled, 2, 4)
+
+
+def test_long_neighbours_are_cut_to_the_models_width(task, tmp_path: Path) -> None:
+    """Retrieved pairs longer than `max_neighbour_len` (16 here) train after being cut, as
+    decoding cuts them; a full-length cut (max_len) made the model refuse the batch."""
+    root, data, tok, _ = task
+    lines = data.train_neighbours.read_text().splitlines()
+    long_src = " ".join(["red house"] * 30)  # ~60 tokens per side
+    with (tmp_path / "long.jsonl").open("w") as fh:
+        for line in lines:
+            rec = json.loads(line)
+            rec["neighbours"].append(
+                {"pair_id": 0, "source": long_src, "target": gloss(long_src), "score": 0.5}
+            )
+            fh.write(json.dumps(rec) + "\n")
+    long = TrainData(**{**data.__dict__, "train_neighbours": tmp_path / "long.jsonl"})
+    train(tmp_path / "run", long, _mem_cfg(3), tok, log=lambda s: None, init=root / "base-bundle")
+    assert (tmp_path / "run" / "ckpt-0000003").is_dir()

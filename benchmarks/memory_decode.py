@@ -1,0 +1,107 @@
+"""Decoding cost of the semi-parametric model with retrieval against the baseline without it,
+side by side in one run on one domain's test set (beam 4): latency p50/p95 at batch 1 and
+throughput at batch 32, retrieval time shown apart and included in the memory model's total.
+
+    python -m benchmarks.memory_decode --baseline models/default_bundle \
+        --model models/semiparametric_bundle --stores STORES --domain medical
+
+The issue's goal: the memory model's batch-1 latency, retrieval included, at most 1.5x the
+baseline's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks._common import machine, pct
+from index_builder.store import load_retriever, open_store
+from models.data import read_lines
+from models.translator import DecodeOptions, Translator
+
+
+def _timed(fn) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = fn()
+    return (time.perf_counter() - start) * 1000, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--baseline", type=Path, default=Path("models/default_bundle"))
+    ap.add_argument("--model", type=Path, required=True, help="the semi-parametric bundle")
+    ap.add_argument("--stores", type=Path, required=True, help="stores directory (by domain)")
+    ap.add_argument("--domain", default="medical")
+    ap.add_argument("--data", type=Path, default=Path("data/en-de"))
+    ap.add_argument("--retrieval-model", type=Path, default=None, help="dense stores' encoder")
+    ap.add_argument("--k", type=int, default=10, help="neighbours retrieved per sentence")
+    ap.add_argument("--beam", type=int, default=4)
+    ap.add_argument("--sentences", type=int, default=256, help="for the batch-32 throughput")
+    ap.add_argument("--latency-sentences", type=int, default=100, help="for batch-1 latency")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = ap.parse_args()
+
+    base = Translator.from_bundle(args.baseline, device=args.device)
+    memory = Translator.from_bundle(args.model, device=args.device)
+    if not memory.uses_memory:
+        raise SystemExit(f"{args.model} is not a memory model (architecture without neighbours)")
+    store = open_store(args.stores / args.domain)
+    retriever = load_retriever(store, args.retrieval_model)
+    src = read_lines(args.data / args.domain / "test.en")
+    print(f"machine: {machine()}; torch threads {torch.get_num_threads()}")
+    print(
+        f"baseline {args.baseline} | memory model {args.model} | store {store.root} "
+        f"({store.method}) | {args.domain} test | beam {args.beam} | "
+        f"k={args.k} on {args.device}"
+    )
+
+    def neighbours(texts: list[str]) -> list[list[tuple[str, str]]]:
+        return [[(n.source, n.target) for n in hits] for hits in retriever.search(texts, args.k)]
+
+    one = DecodeOptions(beam_size=args.beam, batch_size=1)
+    many = DecodeOptions(beam_size=args.beam, batch_size=32)
+    warm = src[:8]
+    base.translate(warm, many)
+    memory.translate(warm, many, neighbours(warm))
+
+    # Batch 1: the two systems alternate sentence by sentence, so drift hits both alike.
+    lat_base, lat_ret, lat_dec, lat_mem = [], [], [], []
+    for s in src[: args.latency_sentences]:
+        ms, _ = _timed(lambda s=s: base.translate([s], one))
+        lat_base.append(ms)
+        r_ms, nb = _timed(lambda s=s: neighbours([s]))
+        d_ms, _ = _timed(lambda s=s, nb=nb: memory.translate([s], one, nb))
+        lat_ret.append(r_ms)
+        lat_dec.append(d_ms)
+        lat_mem.append(r_ms + d_ms)
+
+    batch = src[: args.sentences]
+    base_ms, _ = _timed(lambda: base.translate(batch, many))
+    ret_ms, nb = _timed(lambda: neighbours(batch))
+    dec_ms, _ = _timed(lambda: memory.translate(batch, many, nb))
+
+    def row(name: str, lat: list[float], total_ms: float | None) -> None:
+        tput = f"{len(batch) / total_ms * 1000:7.1f}" if total_ms else "      -"
+        print(f"| {name} | {pct(lat, 50):7.1f} | {pct(lat, 95):7.1f} | {tput} |")
+
+    print("\n| system | batch-1 p50 ms | batch-1 p95 ms | batch-32 sentences/s |")
+    print("|---|---:|---:|---:|")
+    row("baseline, no retrieval", lat_base, base_ms)
+    row("retrieval alone", lat_ret, ret_ms)
+    row("memory model decoding alone", lat_dec, dec_ms)
+    row("memory model with retrieval", lat_mem, ret_ms + dec_ms)
+    p50 = pct(lat_mem, 50) / pct(lat_base, 50)
+    p95 = pct(lat_mem, 95) / pct(lat_base, 95)
+    print(f"\nratio memory model with retrieval / baseline: batch-1 p50 {p50:.2f}x, p95 {p95:.2f}x")
+    print(
+        f"ratio batch-32 time: {(ret_ms + dec_ms) / base_ms:.2f}x "
+        f"(retrieval {ret_ms / base_ms:.2f}x of it)"
+    )
+    print(f"goal batch-1 p50 <= 1.5x: {'met' if p50 <= 1.5 else 'missed'}")
+
+
+if __name__ == "__main__":
+    main()
