@@ -37,6 +37,7 @@ from models.data import (
     read_neighbours,
     token_batches,
 )
+from models.devices import bf16_speedup
 from models.registry import ARCHITECTURES, build_model
 from models.semiparametric import Neighbours, from_transformer
 from models.tokenizer import PAD_ID, Tokenizer
@@ -67,7 +68,7 @@ class TrainConfig:
     average_last: int = 5
     dev_sentences: int = 400  # dev BLEU during training: greedy, on this many sentences
     seed: int = 1
-    bf16: bool = True  # bf16 autocast (faster on CPUs with AVX-512 bf16, and on GPUs)
+    bf16: bool = True  # bf16 autocast where it is faster (AVX-512 bf16/AMX CPUs, GPUs)
     threads: int = 0  # torch threads; 0 keeps torch's default
     neighbours: int = 0  # retrieved pairs per sentence fed to a memory model (0: none)
 
@@ -313,7 +314,11 @@ def train(
     state["arch"] = cfg.arch
 
     translator = Translator(model, tokenizer, data.source_lang, data.target_lang)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
+    use_bf16 = cfg.bf16
+    if use_bf16 and (speedup := bf16_speedup(device)) < 1.0:
+        log(f"bf16 autocast off: a bf16 matmul runs {1 / speedup:.0f}x slower than fp32 here")
+        use_bf16 = False
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16)
     started = time.time()
     deadline = started + cfg.max_hours * 3600 if cfg.max_hours else math.inf
     window_tokens, window_loss, window_start = 0, 0.0, time.time()

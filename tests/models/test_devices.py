@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from models.devices import decode_autocast_dtype, resolve_device
+from models.devices import bf16_speedup, decode_autocast_dtype, resolve_device
 
 CUDA = torch.cuda.is_available()
 
@@ -42,3 +42,9 @@ def test_cuda_decoding_matches_cpu_on_a_tiny_model() -> None:
     with torch.autocast("cuda", dtype=decode_autocast_dtype(dev)):
         gpu = beam_search(model.to(dev), src.to(dev), beam_size=2)
     assert sum(a == b for a, b in zip(cpu, gpu, strict=True)) >= 2  # half precision may tie-break
+
+
+def test_bf16_speedup_is_a_measured_positive_ratio() -> None:
+    """Training turns bf16 autocast off when this is below 1 (AVX2-only CPUs)."""
+    ratio = bf16_speedup(torch.device("cpu"))
+    assert 0.0 < ratio < 1000.0
