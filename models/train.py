@@ -37,9 +37,9 @@ from models.data import (
     read_neighbours,
     token_batches,
 )
-from models.devices import bf16_speedup
+from models.devices import cpu_bf16_speedup
 from models.registry import ARCHITECTURES, build_model
-from models.semiparametric import Neighbours, from_transformer
+from models.semiparametric import Neighbours, SemiParametricConfig, from_transformer
 from models.tokenizer import PAD_ID, Tokenizer
 from models.translator import TOKENIZER_FILE, DecodeOptions, Translator
 
@@ -216,14 +216,6 @@ def _warm_start(model: nn.Module, init: Path, arch: str, log: Log) -> str:
     return bundle.manifest["files"]["model.safetensors"]
 
 
-def _neighbour_width(cfg: TrainConfig) -> int:
-    """Tokens kept per retrieved side: the model's `max_neighbour_len` (set or default), the
-    width decoding cuts to as well, so training sees what decoding will."""
-    config_cls = ARCHITECTURES.get(cfg.arch, (None,))[0]
-    width = cfg.model.get("max_neighbour_len", getattr(config_cls, "max_neighbour_len", None))
-    return min(int(width), cfg.max_len) if width is not None else cfg.max_len
-
-
 def train(
     run: Path,
     data: TrainData,
@@ -281,7 +273,8 @@ def train(
             data.source_lang,
             data.target_lang,
             cfg.neighbours,
-            _neighbour_width(cfg),
+            # cut as decoding cuts: to the memory model's width (its config's or the default)
+            cfg.model.get("max_neighbour_len", SemiParametricConfig.max_neighbour_len),
             cache_dir=run / "cache",
         )
         found = read_neighbours(data.dev_neighbours, len(read_lines(data.dev_src)), cfg.neighbours)
@@ -315,7 +308,7 @@ def train(
 
     translator = Translator(model, tokenizer, data.source_lang, data.target_lang)
     use_bf16 = cfg.bf16
-    if use_bf16 and (speedup := bf16_speedup(device)) < 1.0:
+    if use_bf16 and device.type == "cpu" and (speedup := cpu_bf16_speedup()) < 1.0:
         log(f"bf16 autocast off: a bf16 matmul runs {1 / speedup:.0f}x slower than fp32 here")
         use_bf16 = False
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16)

@@ -9,8 +9,8 @@
 # TRAIN_METHOD the retrieval the memory model trains on; CONFIG its training config; HOURS or
 # STEPS its budget; K neighbours per sentence at evaluation; DENSE_INDEX the FAISS factory of
 # the dense stores and DENSE_SEARCH its search parameters (Flat on the full pool is ~4 GB and
-# slow to search; SQ8 codes are 4x smaller; PQ64x4fs
-# recalled only 0.58-0.72 of the exact top 10). Results: $WORK/report.md and the
+# slow to search; SQ8 codes are 4x smaller; PQ64x4fs recalled only 0.58-0.72 of the exact
+# top 10). Results: $WORK/report.md and the
 # JSON/Markdown of every evaluation under $WORK/eval/.
 set -euo pipefail
 DATA=${DATA:-data/en-de}

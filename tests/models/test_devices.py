@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from models.devices import bf16_speedup, decode_autocast_dtype, resolve_device
+from models.devices import cpu_bf16_speedup, decode_autocast_dtype, resolve_device
 
 CUDA = torch.cuda.is_available()
 
@@ -46,5 +46,5 @@ def test_cuda_decoding_matches_cpu_on_a_tiny_model() -> None:
 
 def test_bf16_speedup_is_a_measured_positive_ratio() -> None:
     """Training turns bf16 autocast off when this is below 1 (AVX2-only CPUs)."""
-    ratio = bf16_speedup(torch.device("cpu"))
+    ratio = cpu_bf16_speedup()
     assert 0.0 < ratio < 1000.0
