@@ -83,6 +83,15 @@ def evaluate(
             (hyp_dir / f"{domain}.{split}.hyp.{tgt_lang}").write_text(
                 "".join(h + "\n" for h in hyps), encoding="utf-8"
             )
+            if neighbours is not None:  # provenance: what each translation read, and its gate
+                records = (
+                    {"gate": t.gate, "neighbours": [list(p) for p in found]}
+                    for t, found in zip(out, neighbours, strict=True)
+                )
+                (hyp_dir / f"{domain}.{split}.neighbours.jsonl").write_text(
+                    "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                    encoding="utf-8",
+                )
     return results
 
 

@@ -203,16 +203,28 @@ def dev_bleu(
 
 
 def _warm_start(model: nn.Module, init: Path, arch: str, log: Log) -> str:
-    """Copy a trained baseline bundle's weights into a fresh memory model; its weights hash."""
+    """Start from a trained bundle's weights; return their hash.
+
+    The same architecture and model config: fine-tuning (e.g. on an adaptation domain). A
+    transformer bundle into a memory model: the baseline's weights, the memory path new.
+    """
     bundle = load_bundle(init)
-    if not getattr(model, "uses_memory", False) or bundle.manifest["architecture"] != "transformer":
+    source = bundle.manifest["architecture"]
+    if source == arch:
+        theirs, ours = asdict(bundle.model.config), asdict(model.config)
+        if theirs != ours:
+            diff = sorted(k for k in ours if theirs.get(k) != ours[k])
+            raise ValueError(f"--init {init}: its model config differs from this one in {diff}")
+        model.load_state_dict(bundle.model.float().state_dict())
+        log(f"fine-tuning {init}")
+    elif getattr(model, "uses_memory", False) and source == "transformer":
+        model.load_state_dict(from_transformer(bundle.model.float(), model.config).state_dict())
+        log(f"warm start from {init}")
+    else:
         raise ValueError(
-            f"--init warm-starts a memory model from a transformer bundle; got {arch} from "
-            f"{bundle.manifest['architecture']}"
+            f"--init fine-tunes a bundle of the same architecture or warm-starts a memory model "
+            f"from a transformer bundle; got {arch} from {source}"
         )
-    warm = from_transformer(bundle.model.float(), model.config)
-    model.load_state_dict(warm.state_dict())
-    log(f"warm start from {init}")
     return bundle.manifest["files"]["model.safetensors"]
 
 

@@ -74,7 +74,9 @@ def train(
     max_steps: int = typer.Option(None, help="override the config's step budget"),
     vocab_size: int = typer.Option(8000, help="joint SentencePiece vocabulary"),
     init: Path = typer.Option(
-        None, help="baseline bundle that warm-starts a memory model (its tokenizer is reused)"
+        None,
+        help="bundle to start from: one of the same architecture is fine-tuned, a baseline "
+        "warm-starts a memory model (its tokenizer is reused)",
     ),
     train_neighbours: Path = typer.Option(
         None, help="`ragmt neighbours` JSONL of the train split (memory models)"
@@ -414,6 +416,11 @@ def neighbours(
     ),
     src_lang: str = typer.Option("en"),
     tgt_lang: str = typer.Option("de"),
+    shard: str = typer.Option(
+        "1/1",
+        help="I/N: only the I-th of N equal slices of the corpus (run N processes at "
+        "once; their outputs, concatenated in order, equal the whole run's)",
+    ),
 ) -> None:
     """Precompute the neighbours of every sentence of a corpus (the memory model's input)."""
     import os
@@ -429,8 +436,15 @@ def neighbours(
         retriever = load_retriever(opened, model)
     except ArtifactError as e:
         _fail(str(e))
+    try:
+        part, parts = (int(x) for x in shard.split("/"))
+        if not 1 <= part <= parts:
+            raise ValueError
+    except ValueError:
+        _fail(f"--shard {shard!r}: expected I/N with 1 <= I <= N, e.g. 1/2")
     pairs = _read_pairs(input, split, src_lang, tgt_lang)
     own = corpus_sha256(pairs) == opened.manifest["corpus_sha256"]
+    first, last = (len(pairs) * (part - 1)) // parts, (len(pairs) * part) // parts
     same_text: dict[str, list[int]] = {}
     if exclude_self:
         for pid, text in enumerate(opened.pairs.sources):
@@ -440,9 +454,9 @@ def neighbours(
     total = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            bar = tqdm(total=len(pairs), desc="neighbours", unit=" sents", file=sys.stderr)
-            for lo in range(0, len(pairs), batch_size):
-                batch = pairs[lo : lo + batch_size]
+            bar = tqdm(total=last - first, desc="neighbours", unit=" sents", file=sys.stderr)
+            for lo in range(first, last, batch_size):
+                batch = pairs[lo : min(lo + batch_size, last)]
                 queries = [p.source for p in batch]
                 exclude = None
                 if exclude_self:
@@ -476,9 +490,8 @@ def neighbours(
         Path(tmp).unlink(missing_ok=True)
         raise
     where = "the store's own corpus" if own else "not the store's corpus"
-    _log(
-        f"{len(pairs)} sentences ({where}), {total / max(1, len(pairs)):.2f} neighbours each: {out}"
-    )
+    n = last - first
+    _log(f"{n} sentences ({where}), {total / max(1, n):.2f} neighbours each: {out}")
 
 
 if __name__ == "__main__":

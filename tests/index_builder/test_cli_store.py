@@ -180,6 +180,29 @@ def test_neighbours_exclude_self(prepared: Path, tmp_path: Path, method: str) ->
         assert first["span"] is not None and first["matched"]
 
 
+def test_neighbours_shards_concatenate_to_the_whole_run(prepared: Path, tmp_path: Path) -> None:
+    out = tmp_path / "stores"
+    assert _build(out, [prepared], "--method", "idf-ngram").exit_code == 0
+    whole = _neighbours(out / "docs", prepared, tmp_path / "all.jsonl", "--exclude-self")
+    parts = [
+        _neighbours(
+            out / "docs", prepared, tmp_path / f"{i}.jsonl", "--exclude-self", "--shard", f"{i}/3"
+        )  # fmt: skip
+        for i in (1, 2, 3)
+    ]
+    assert [len(p) for p in parts] == _slices(len(SOURCES), 3)
+    assert [r for p in parts for r in p] == whole  # same ids, same exclusions, same order
+    for bad in ("0/2", "3/2", "half"):
+        res = runner.invoke(app, ["neighbours", "--store", str(out / "docs"), "-i", str(prepared),
+                                  "--out", str(tmp_path / "x.jsonl"), "--shard", bad])  # fmt: skip
+        assert res.exit_code == 2 and "expected I/N" in res.output
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def _slices(n: int, parts: int) -> list[int]:
+    return [(n * i) // parts - (n * (i - 1)) // parts for i in range(1, parts + 1)]
+
+
 def test_neighbours_other_corpus_excludes_identical_text(prepared: Path, tmp_path: Path) -> None:
     out = tmp_path / "stores"
     assert _build(out, [prepared], "--method", "idf-sentence").exit_code == 0

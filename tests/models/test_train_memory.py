@@ -139,9 +139,16 @@ def test_memory_model_learns_to_follow_its_neighbours(task) -> None:
     assert all(g is not None and 0.0 < g < 1.0 for g in gates)
     # Evaluation with a neighbour source reports the gate and the retrieval time.
     by_src = dict(zip(src, same, strict=True))
-    res = evaluate(mem, root, ["."], opts, log=lambda s: None,
+    hyp_dir = root / "eval-hyps"
+    res = evaluate(mem, root, ["."], opts, hyp_dir=hyp_dir, log=lambda s: None,
                    neighbours_for=lambda d, s: [by_src[x] for x in s])  # fmt: skip
     assert 0.0 < res["."]["gate_mean"] < 1.0 and res["."]["neighbours_per_sentence"] == 1.0
+    # Provenance beside the hypotheses: per sentence, the pairs it read and its gate.
+    lines = (hyp_dir / "..test.neighbours.jsonl").read_text().splitlines()
+    records = [json.loads(x) for x in lines]
+    assert [r["neighbours"] for r in records] == [[list(p) for p in nb] for nb in same]
+    mean = sum(r["gate"] for r in records) / len(records)
+    assert mean == pytest.approx(res["."]["gate_mean"], abs=1e-4)
     assert "retrieval_seconds" in res["."] and res["."]["bleu"] > 80
     # Without neighbours the memory model still translates the rest of the sentence.
     plain = mem.translate(src, opts)
@@ -203,3 +210,45 @@ def test_long_neighbours_are_cut_to_the_models_width(task, tmp_path: Path) -> No
     long = TrainData(**{**data.__dict__, "train_neighbours": tmp_path / "long.jsonl"})
     train(tmp_path / "run", long, _mem_cfg(3), tok, log=lambda s: None, init=root / "base-bundle")
     assert (tmp_path / "run" / "ckpt-0000003").is_dir()
+
+
+def _bude(target: str) -> str:
+    return " ".join("bude" if w in VARIANTS else w for w in target.split())
+
+
+def test_fine_tuning_starts_from_the_bundle_and_learns_the_domain(task, tmp_path: Path) -> None:
+    """`init` with a bundle of the same architecture fine-tunes it: step 0 is the bundle
+    itself, and a domain where "house" is always "bude" (never seen) is learned in a few steps."""
+    root, _, tok, _ = task
+    domain = [(s, _bude(t), v and "bude") for s, t, v in _pairs(600, 8)]
+    test = [(s, _bude(t), v and "bude") for s, t, v in _pairs(60, 9)]
+    _write(tmp_path, "train", domain)
+    _write(tmp_path, "dev", test[:20])
+    data = TrainData(tmp_path / "train.en", tmp_path / "train.de", tmp_path / "dev.en",
+                     tmp_path / "dev.de", "en", "de", "toy")  # fmt: skip
+    init = root / "base-bundle"
+    cfg = TrainConfig(
+        model=TINY, max_tokens=768, lr=1e-3, warmup=5, max_steps=0, eval_every=10**6,
+        save_every=20, average_last=1, dev_sentences=20, bf16=False,
+    )  # fmt: skip
+    logs: list[str] = []
+    train(tmp_path / "ft", data, cfg, tok, log=logs.append, init=init)
+    assert any("fine-tuning" in m for m in logs)
+    finalize(tmp_path / "ft", tmp_path / "ft0", data, tok, average_last=1, dtype="float32")
+    same = load_bundle(tmp_path / "ft0").model.state_dict()
+    for k, v in load_bundle(init).model.state_dict().items():
+        assert torch.equal(same[k], v), k
+
+    src = [p[0] for p in test]
+    bude = lambda hyps: _follows(hyps, test, lambda v: "bude")  # noqa: E731
+    before = bude(Translator.from_bundle(init).translate(src, DecodeOptions(beam_size=4)))
+    train(tmp_path / "ft", data, TrainConfig(**{**cfg.__dict__, "max_steps": 60}), tok,
+          log=lambda s: None, init=init)  # fmt: skip
+    finalize(tmp_path / "ft", tmp_path / "ft60", data, tok, average_last=1, dtype="float32")
+    tuned = Translator.from_bundle(tmp_path / "ft60")
+    after = bude(tuned.translate(src, DecodeOptions(beam_size=4)))
+    assert before == 0.0 and after >= 0.9, (before, after)
+
+    wider = TrainConfig(**{**cfg.__dict__, "model": {**TINY, "d_ff": 256}})
+    with pytest.raises(ValueError, match=r"model config differs from this one in \['d_ff'\]"):
+        train(tmp_path / "wide", data, wider, tok, log=lambda s: None, init=init)
