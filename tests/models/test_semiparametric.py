@@ -218,6 +218,30 @@ def test_memory_padding_does_not_change_logits(batch) -> None:
     torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
+def test_length_groups_encode_like_one_padded_call(monkeypatch) -> None:
+    """Slots encoded in length groups, each cut to its widest, give the one-call logits."""
+    import models.semiparametric as sp
+
+    g = torch.Generator().manual_seed(3)
+    src = tokens([int(x) for x in torch.randint(2, 7, (12,), generator=g)], width=6, g=g)
+    tgt_in = tokens([4] * 12, width=4, g=g)
+    tgt_in[:, 0] = BOS
+    lengths = torch.randint(0, 9, (12, 4), generator=g).tolist()
+    nb = neighbours(lengths, width=8, seed=4)
+    model = tiny()
+    widths: list[int] = []
+    model.memory_encoder.register_forward_hook(lambda m, args, out: widths.append(out.size(1)))
+    with torch.no_grad():
+        monkeypatch.setattr(sp, "MEMORY_GROUPS", 1)
+        whole = model(src, tgt_in, nb)
+        monkeypatch.setattr(sp, "MEMORY_GROUPS", 4)
+        monkeypatch.setattr(sp, "MEMORY_GROUP_MIN", 8)
+        grouped = model(src, tgt_in, nb)
+    assert widths[0] == 8 and len(widths) == 5  # one call, then four
+    assert sorted(widths[1:]) == widths[1:] and widths[1] < 8  # shortest group cut short
+    torch.testing.assert_close(grouped, whole, atol=1e-5, rtol=0)
+
+
 def test_no_neighbours_equals_the_gate_forced_open(batch) -> None:
     """With an empty memory the output is what a gate fixed at 1 gives, bit for bit."""
     src, tgt_in = batch
