@@ -60,38 +60,62 @@ def test_experiment_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> None:
     )  # fmt: skip
     work = tmp_path / "work"
     env |= {"DATA": str(data), "BASE": str(base), "WORK": str(work), "CONFIG": str(mem_cfg),
-            "STEPS": "20", "K": "3", "DENSE_INDEX": "Flat", "DENSE_SEARCH": ""}  # fmt: skip
+            "STEPS": "20", "K": "3", "DENSE_INDEX": "Flat", "DENSE_SEARCH": "",
+            "FT_STEPS": "10", "ABLATION_STEPS": "10"}  # fmt: skip
     res = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
 
     evals = {p.stem: json.loads(p.read_text()) for p in (work / "eval").glob("*.json")}
+    adapt = DOMAINS[1:]
     assert set(evals) == {
         "baseline",
-        "cstm-dense-ngram+idf-sentence",
-        "cstm-dense-ngram+idf-ngram",
-        "cstm-dense-ngram+dense-ngram",
-        "cstm-dense-ngram+dense-ngram-store-bible",
-        "cstm-dense-ngram+dense-ngram-store-medical",
-        "cstm-dense-ngram+dense-ngram-store-software-docs",
+        "cstm-idf-ngram+idf-sentence",
+        "cstm-idf-ngram+idf-ngram",
+        "cstm-idf-ngram+dense-ngram",
+        "cstm-idf-ngram+idf-ngram-store-medical-on-bible",
+        "cstm-idf-ngram+idf-ngram-store-software-docs-on-medical",
+        "cstm-idf-ngram+idf-ngram-store-bible-on-software-docs",
+        "cstm-idf-ngram+idf-ngram-store-medical-on-general",
+        *(f"ft-{system}-{d}" for system in ("baseline", "cstm") for d in adapt),
+        *(f"ablation-{mode}-idf-ngram+dense-ngram" for mode in ("cstm", "ctm", "tm")),
     }
     assert set(evals["baseline"]) == set(DOMAINS)
-    own = evals["cstm-dense-ngram+idf-ngram"]
+    own = evals["cstm-idf-ngram+idf-ngram"]
     for domain in DOMAINS:  # each domain read its own store, and the gate was measured
         assert own[domain]["store"].startswith(f"{domain}@")
         assert 0.0 < own[domain]["gate_mean"] < 1.0
-    wrong = evals["cstm-dense-ngram+dense-ngram-store-bible"]
-    assert set(wrong) == {"general", "medical", "software-docs"}
-    assert all(r["store"].startswith("bible@") for r in wrong.values())
+    wrong = evals["cstm-idf-ngram+idf-ngram-store-medical-on-general"]
+    assert set(wrong) == {"general"} and wrong["general"]["store"].startswith("medical@")
+    for d in adapt:  # fine-tuned on the domain, from the right bundle, scored on it
+        assert (
+            set(evals[f"ft-baseline-{d}"]) == {d}
+            and "gate_mean" not in evals[f"ft-baseline-{d}"][d]
+        )
+        assert evals[f"ft-cstm-{d}"][d]["store"].startswith(f"{d}@")
+        tuned = json.loads((work / f"ft-cstm-{d}" / "manifest.json").read_text())
+        assert tuned["architecture"] == "semiparametric"
+        assert tuned["training"]["config"]["lr"] == 0.0003
+    modes = {
+        m: json.loads((work / f"ablation-{m}-idf-ngram" / "manifest.json").read_text())
+        for m in ("cstm", "ctm", "tm")
+    }
+    for m, manifest in modes.items():
+        assert manifest["training"]["config"]["model"]["memory_mode"] == m
+        assert manifest["training"]["steps"] == 10
     report = (work / "report.md").read_text()
-    assert "| cstm-dense-ngram+dense-ngram | medical | medical@" in report
+    assert "| cstm-idf-ngram+dense-ngram | medical | medical@" in report
+    assert "| ft-baseline-bible | bible | - |" in report
     assert "BLEU: `nrefs:1" in report
+    examples = report.split("## Examples")[1]
+    assert examples.count("**test line") == 3 * len(DOMAINS)
+    assert "neighbours read (retrieved source → target):\n  1. " in examples
     # Resumable: a second run finds everything made and redoes nothing.
     again = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True)
     assert again.returncode == 0 and "ragmt" not in again.stderr
 
     # The memory-model decoding benchmark runs on what the experiment made.
     bench = [sys.executable, "-m", "benchmarks.memory_decode", "--baseline", str(base),
-             "--model", str(work / "cstm-dense-ngram"),
+             "--model", str(work / "cstm-idf-ngram"),
              "--stores", str(work / "stores" / "dense-ngram"),
              "--retrieval-model", str(base), "--domain", "medical", "--data", str(data),
              "--sentences", "8", "--latency-sentences", "3", "--device", "cpu"]  # fmt: skip

@@ -1,35 +1,92 @@
 #!/usr/bin/env bash
 # Issue 4's experiment, end to end and resumable (each stage skips what it already made):
 # stores of every domain for every retrieval method, neighbours of the training pool, the
-# CSTM model warm-started from the baseline, and every evaluation of the report.
+# CSTM model warm-started from the baseline, every evaluation, the fine-tuned systems, the
+# CTM/TM ablations and the report.
 #
 #   bash docs/experiments/semiparametric-en-de.sh
 #
 # Settings (environment): DATA prepared corpora; BASE the baseline bundle; WORK output dir;
 # TRAIN_METHOD the retrieval the memory model trains on; CONFIG its training config; HOURS or
-# STEPS its budget; K neighbours per sentence at evaluation; DENSE_INDEX the FAISS factory of
-# the dense stores and DENSE_SEARCH its search parameters (Flat on the full pool is ~4 GB and
-# slow to search; SQ8 codes are 4x smaller; PQ64x4fs recalled only 0.58-0.72 of the exact
-# top 10). Results: $WORK/report.md and the
-# JSON/Markdown of every evaluation under $WORK/eval/.
+# STEPS its budget; K neighbours per pool sentence precomputed for training; NB_SHARDS
+# processes that compute them at once; EVAL_K neighbours retrieved per sentence at
+# evaluation; DENSE_INDEX the FAISS factory of the dense stores and DENSE_SEARCH its search
+# parameters (Flat on the full pool is ~4 GB and slow to search; SQ8 codes are 4x smaller;
+# PQ64x4fs recalled only 0.58-0.72 of the exact top 10); ROBUST the mismatched stores, as
+# domain:store pairs; FT_HOURS or FT_STEPS the fine-tuning budget per adaptation domain and
+# FT_SYSTEMS which systems are fine-tuned ("baseline cstm", empty: none); ABLATIONS the memory
+# modes trained at one smaller, equal budget ("cstm ctm tm", empty: none) with ABLATION_HOURS
+# or ABLATION_STEPS,
+# evaluated with ABLATION_METHOD's stores. Results: $WORK/report.md (written by
+# docs/experiments/semiparametric_report.py) and the JSON/Markdown of every evaluation, the
+# hypotheses and the neighbours each sentence read under $WORK/eval/.
 set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
 DATA=${DATA:-data/en-de}
 BASE=${BASE:-models/default_bundle}
 WORK=${WORK:-runs/semiparametric}
-TRAIN_METHOD=${TRAIN_METHOD:-dense-ngram}
+TRAIN_METHOD=${TRAIN_METHOD:-idf-ngram}
 CONFIG=${CONFIG:-models/configs/semiparametric-en-de.json}
 HOURS=${HOURS:-1.5}
 STEPS=${STEPS:-}
 K=${K:-10}
+NB_SHARDS=${NB_SHARDS:-2}
+EVAL_K=${EVAL_K:-5}
 DENSE_INDEX=${DENSE_INDEX:-IVF1024,SQ8}
 DENSE_SEARCH=${DENSE_SEARCH-nprobe=16}  # empty: none
 DOMAINS=${DOMAINS:-general bible medical software-docs}
 METHODS=${METHODS:-idf-sentence idf-ngram dense-ngram}
+ROBUST=${ROBUST:-bible:medical medical:software-docs software-docs:bible general:medical}
+FT_HOURS=${FT_HOURS:-0.1}
+FT_STEPS=${FT_STEPS:-}
+FT_SYSTEMS=${FT_SYSTEMS-baseline cstm}
+ABLATIONS=${ABLATIONS-cstm ctm tm}
+ABLATION_HOURS=${ABLATION_HOURS:-0.25}
+ABLATION_STEPS=${ABLATION_STEPS:-}
+ABLATION_METHOD=${ABLATION_METHOD:-dense-ngram}
 STORES=$WORK/stores
 EVAL=$WORK/eval
+NB=$WORK/neighbours/$TRAIN_METHOD
 MODEL=$WORK/cstm-$TRAIN_METHOD
-mkdir -p "$EVAL"
+mkdir -p "$EVAL" "$NB"
 csv() { echo "$*" | tr ' ' ','; }
+adapt=$(echo $DOMAINS | tr ' ' '\n' | grep -v '^general$' | tr '\n' ' ')
+budget() {  # hours, steps -> ragmt train budget options
+  if [ -n "$2" ]; then echo --max-steps "$2"; else echo --max-hours "$1"; fi
+}
+derive() {  # training config from a source (config file or bundle), out file, JSON overrides
+  python - "$@" <<'PY'
+import json
+import sys
+from pathlib import Path
+
+src, out, overrides = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
+cfg = json.loads(((src / "manifest.json") if src.is_dir() else src).read_text())
+cfg = cfg["training"]["config"] if src.is_dir() else cfg
+model = {**cfg.get("model", {}), **overrides.pop("model", {})}
+out.write_text(json.dumps({**cfg, **overrides, "model": model}, indent=2) + "\n")
+PY
+}
+neighbours() {  # store domain, corpus domain, split, out, extra options: NB_SHARDS at once
+  local store=$1 corpus=$2 split=$3 out=$4
+  shift 4
+  [ -f "$out" ] && return
+  local pids=() i
+  for i in $(seq 1 "$NB_SHARDS"); do
+    ragmt neighbours --store "$STORES/$TRAIN_METHOD/$store" --input "$DATA/$corpus" \
+      --split "$split" --k "$K" --shard "$i/$NB_SHARDS" --out "$out.part$i" "$@" &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i"; done
+  for i in $(seq 1 "$NB_SHARDS"); do cat "$out.part$i"; done > "$out.tmp"
+  mv "$out.tmp" "$out" && rm -f "$out".part*
+}
+run_eval() {  # name, then ragmt eval options
+  local name=$1
+  shift
+  [ -f "$EVAL/$name.json" ] || ragmt eval --data "$DATA" --neighbours "$EVAL_K" \
+    --out "$EVAL/$name" --title "$name" "$@"
+}
 
 echo "== 1. stores: each domain's train split, each method"
 for m in $METHODS; do
@@ -46,57 +103,62 @@ for m in $METHODS; do
 done
 
 echo "== 2. neighbours of the pool (general): train without itself, dev"
-NB=$WORK/neighbours/$TRAIN_METHOD
-mkdir -p "$NB"
-[ -f "$NB/train.jsonl" ] || ragmt neighbours --store "$STORES/$TRAIN_METHOD/general" \
-  --input "$DATA/general" --split train --exclude-self --k "$K" --out "$NB/train.jsonl"
-[ -f "$NB/dev.jsonl" ] || ragmt neighbours --store "$STORES/$TRAIN_METHOD/general" \
-  --input "$DATA/general" --split dev --k "$K" --out "$NB/dev.jsonl"
+neighbours general general train "$NB/train.jsonl" --exclude-self
+neighbours general general dev "$NB/dev.jsonl"
 
 echo "== 3. the CSTM model, warm-started from $BASE"
-budget=(--max-hours "$HOURS")
-[ -n "$STEPS" ] && budget=(--max-steps "$STEPS")
 [ -f "$MODEL/manifest.json" ] || ragmt train --data "$DATA" --config "$CONFIG" --init "$BASE" \
   --train-neighbours "$NB/train.jsonl" --dev-neighbours "$NB/dev.jsonl" \
-  --run "$WORK/run-cstm-$TRAIN_METHOD" --out "$MODEL" "${budget[@]}"
+  --run "$WORK/run-cstm-$TRAIN_METHOD" --out "$MODEL" $(budget "$HOURS" "$STEPS")
 
 echo "== 4. evaluation"
-run_eval() {  # name, then ragmt eval options
-  local name=$1
-  shift
-  [ -f "$EVAL/$name.json" ] || ragmt eval --data "$DATA" --neighbours "$K" \
-    --out "$EVAL/$name" --title "$name" "$@"
-}
 run_eval baseline --model "$BASE" --domains "$(csv $DOMAINS)"
 for m in $METHODS; do  # non-parametric adaptation: each domain with its own store
   run_eval "cstm-$TRAIN_METHOD+$m" --model "$MODEL" --stores "$STORES/$m" --domains "$(csv $DOMAINS)"
 done
-adapt=$(echo $DOMAINS | tr ' ' '\n' | grep -v '^general$' | tr '\n' ' ')
-for d in $adapt; do  # robustness: every other domain translated with $d's (wrong) store
-  others=$(echo $DOMAINS | tr ' ' '\n' | grep -v "^$d\$" | tr '\n' ' ')
-  run_eval "cstm-$TRAIN_METHOD+$TRAIN_METHOD-store-$d" --model "$MODEL" \
-    --stores "$STORES/$TRAIN_METHOD" --store "$d" --domains "$(csv $others)"
+for pair in $ROBUST; do  # robustness: a domain translated with another domain's store
+  d=${pair%%:*} s=${pair##*:}
+  run_eval "cstm-$TRAIN_METHOD+$TRAIN_METHOD-store-$s-on-$d" --model "$MODEL" \
+    --stores "$STORES/$TRAIN_METHOD" --store "$s" --domains "$d"
 done
 
-echo "== 5. report"
-python - "$EVAL" "$WORK/report.md" <<'PY'
-import json
-import sys
-from pathlib import Path
+echo "== 5. fine-tuning on each adaptation domain's train split (the parametric alternative)"
+ft='{"lr": 0.0003, "warmup": 50, "eval_every": 1000000, "save_every": 50,
+     "keep_checkpoints": 3, "average_last": 2}'
+for d in $adapt; do
+  for sys in $FT_SYSTEMS; do
+    if [ "$sys" = baseline ]; then from=$BASE; else from=$MODEL; fi
+    out=$WORK/ft-$sys-$d
+    nbopts=() evalopts=()
+    if [ "$sys" != baseline ]; then  # the memory model fine-tunes on its domain's neighbours
+      neighbours "$d" "$d" train "$WORK/neighbours/ft-$d/train.jsonl" --exclude-self
+      neighbours "$d" "$d" dev "$WORK/neighbours/ft-$d/dev.jsonl"
+      nbopts=(--train-neighbours "$WORK/neighbours/ft-$d/train.jsonl"
+        --dev-neighbours "$WORK/neighbours/ft-$d/dev.jsonl")
+      evalopts=(--stores "$STORES/$TRAIN_METHOD")
+    fi
+    if [ ! -f "$out/manifest.json" ]; then
+      derive "$from" "$WORK/ft-$sys.json" "$ft"
+      ragmt train --data "$DATA" --domain "$d" --config "$WORK/ft-$sys.json" --init "$from" \
+        "${nbopts[@]}" --run "$WORK/run-ft-$sys-$d" --out "$out" $(budget "$FT_HOURS" "$FT_STEPS")
+    fi
+    run_eval "ft-$sys-$d" --model "$out" --domains "$d" "${evalopts[@]}"
+  done
+done
 
-ev, out = Path(sys.argv[1]), Path(sys.argv[2])
-runs = {p.stem: json.loads(p.read_text()) for p in sorted(ev.glob("*.json"))}
-base = runs.get("baseline", {})
-lines = ["| system | domain | store | BLEU | Δ baseline | chrF | mean gate |",
-         "|---|---|---|---:|---:|---:|---:|"]
-for name, res in runs.items():
-    for domain, r in res.items():
-        delta = r["bleu"] - base[domain]["bleu"] if domain in base else float("nan")
-        gate = f"{r['gate_mean']:.3f}" if "gate_mean" in r else "-"
-        lines.append(f"| {name} | {domain} | {r.get('store', '-')} | {r['bleu']:.2f} | "
-                     f"{delta:+.2f} | {r['chrf']:.2f} | {gate} |")
-first = next(iter(next(iter(runs.values())).values()))
-lines += ["", f"BLEU: `{first['bleu_signature']}`", f"chrF: `{first['chrf_signature']}`"]
-out.write_text("\n".join(lines) + "\n")
-print(out.read_text())
-PY
+echo "== 6. ablations: the memory modes $ABLATIONS, evaluated with $ABLATION_METHOD stores"
+for mode in $ABLATIONS; do
+  out=$WORK/ablation-$mode-$TRAIN_METHOD
+  if [ ! -f "$out/manifest.json" ]; then
+    derive "$CONFIG" "$WORK/$mode.json" "{\"model\": {\"memory_mode\": \"$mode\"}}"
+    ragmt train --data "$DATA" --config "$WORK/$mode.json" --init "$BASE" \
+      --train-neighbours "$NB/train.jsonl" --dev-neighbours "$NB/dev.jsonl" \
+      --run "$WORK/run-ablation-$mode-$TRAIN_METHOD" --out "$out" $(budget "$ABLATION_HOURS" "$ABLATION_STEPS")
+  fi
+  run_eval "ablation-$mode-$TRAIN_METHOD+$ABLATION_METHOD" --model "$out" \
+    --stores "$STORES/$ABLATION_METHOD" --domains "$(csv $DOMAINS)"
+done
+
+echo "== 7. report"
+python "$HERE/semiparametric_report.py" --eval "$EVAL" --data "$DATA" \
+  --baseline baseline --system "cstm-$TRAIN_METHOD+$TRAIN_METHOD" --out "$WORK/report.md"
