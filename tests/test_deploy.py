@@ -646,11 +646,14 @@ def test_dockerignore_lets_in_what_the_dockerfile_copies_and_nothing_heavy() -> 
             ]
         for path in paths:
             assert not _dockerignored(path, patterns), f"{path} is excluded by .dockerignore"
-    # The default bundle is package data (so `pip install .` puts it in the image, where the
-    # Dockerfile checks it), and in the build context even before it is committed.
+    # The committed bundles are package data (so `pip install .` puts them in the image, where
+    # the Dockerfile checks them), and in the build context even before they are committed.
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert re.search(r'^models = \[[^]]*"default_bundle/\*"', pyproject, flags=re.M)
-    assert not _dockerignored("models/default_bundle/manifest.json", patterns)
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    for bundle in ("semiparametric_bundle", "default_bundle"):
+        assert re.search(rf'^models = \[[^]]*"{bundle}/\*"', pyproject, flags=re.M), bundle
+        assert not _dockerignored(f"models/{bundle}/manifest.json", patterns)
+    assert "for b in semiparametric_bundle default_bundle" in dockerfile
     heavy = ".git/HEAD data/en-de/manifest.json runs/base/ckpt stores/x/ACTIVE .venv/bin/python"
     for path in [*heavy.split(), "service/__pycache__/cli.cpython-311.pyc"]:
         assert _dockerignored(path, patterns), path
