@@ -106,6 +106,9 @@ def test_experiment_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> None:
     assert "| cstm-idf-ngram+dense-ngram | medical | medical@" in report
     assert "| ft-baseline-bible | bible | - |" in report
     assert "BLEU: `nrefs:1" in report
+    overview = report.split("## Results")[0]
+    assert "| evaluation | general | bible | medical | software-docs |" in overview
+    assert "| ft-baseline-bible |  | " in overview  # one domain: the others left empty
     examples = report.split("## Examples")[1]
     assert examples.count("**test line") == 3 * len(DOMAINS)
     assert "neighbours read (retrieved source → target):\n  1. " in examples

@@ -39,6 +39,21 @@ def bleu_table(runs: dict[str, dict], baseline: str) -> list[str]:
     return out
 
 
+def summary_table(runs: dict[str, dict], baseline: str) -> list[str]:
+    """BLEU (Δ baseline) by evaluation and domain: the report's overview in one table."""
+    domains = list(dict.fromkeys(d for res in runs.values() for d in res))
+    base = runs.get(baseline, {})
+    out = ["| evaluation | " + " | ".join(domains) + " |", "|---|" + "---:|" * len(domains)]
+    for name, res in runs.items():
+        cells = []
+        for d in domains:
+            r = res.get(d)
+            delta = f" ({r['bleu'] - base[d]['bleu']:+.2f})" if r and d in base else ""
+            cells.append(f"{r['bleu']:.2f}{delta}" if r else "")
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return out
+
+
 def examples(
     folder: Path, data: Path, runs: dict[str, dict], baseline: str, system: str, per_domain: int
 ) -> list[str]:
@@ -88,7 +103,8 @@ def main() -> None:
     runs = _runs(args.eval)
     if args.baseline not in runs or args.system not in runs:
         raise SystemExit(f"{args.eval}: needs {args.baseline}.json and {args.system}.json")
-    lines = ["## Results", ""] + bleu_table(runs, args.baseline)
+    lines = ["## BLEU (Δ baseline)", ""] + summary_table(runs, args.baseline)
+    lines += ["", "## Results", ""] + bleu_table(runs, args.baseline)
     first = next(iter(runs[args.baseline].values()))
     lines += ["", f"BLEU: `{first['bleu_signature']}`", f"chrF: `{first['chrf_signature']}`", ""]
     lines += ["## Examples with their neighbours (provenance)", ""]
