@@ -71,6 +71,11 @@ class TrainConfig:
     bf16: bool = True  # bf16 autocast where it is faster (AVX-512 bf16/AMX CPUs, GPUs)
     threads: int = 0  # torch threads; 0 keeps torch's default
     neighbours: int = 0  # retrieved pairs per sentence fed to a memory model (0: none)
+    # Share of training sentences whose memory also holds a damaged copy of their own pair
+    # (`damaged_self`), which teaches the memory path to copy; retrieval never returns the
+    # sentence itself (--exclude-self), so without it a usable span is rare early in training.
+    self_neighbour_prob: float = 0.0
+    self_neighbour_cut: float = 0.3  # share of each side of that copy cut out (one span)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
@@ -111,6 +116,34 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps: float) 
         ignore_index=PAD_ID,
         label_smoothing=eps,
     )
+
+
+def damaged_self(
+    src: list[int], tgt: list[int], cut: float, max_len: int, rng: random.Random
+) -> tuple[list[int], list[int]]:
+    """A training pair as a near-duplicate neighbour of itself: one random span of `cut` of its
+    length removed from each side (independently), then each side cut to `max_len`."""
+
+    def damage(ids: list[int]) -> list[int]:
+        n = round(len(ids) * cut)
+        if n == 0 or n >= len(ids):
+            return ids[:max_len]
+        at = rng.randrange(len(ids) - n + 1)
+        return (ids[:at] + ids[at + n :])[:max_len]
+
+    return damage(src), damage(tgt)
+
+
+def batch_gate(model: nn.Module, tgt: torch.Tensor) -> float | None:
+    """Mean memory gate of the last forward pass over real target positions of rows that had a
+    memory, averaged over decoder layers (None: not a memory model, or no row had one)."""
+    gated = [layer for layer in getattr(model, "decoder_layers", []) if hasattr(layer, "last_gate")]
+    if not gated or gated[0].last_gate is None:
+        return None
+    mask = tgt.ne(PAD_ID) & gated[0].last_has_memory[:, None]  # (B, T)
+    if not bool(mask.any()):
+        return None
+    return sum(float(layer.last_gate[mask].float().mean()) for layer in gated) / len(gated)
 
 
 def _device() -> torch.device:
@@ -327,7 +360,9 @@ def train(
     started = time.time()
     deadline = started + cfg.max_hours * 3600 if cfg.max_hours else math.inf
     window_tokens, window_loss, window_start = 0, 0.0, time.time()
+    window_gates: list[float] = []
     step = state["step"]
+    nb_rng = random.Random(cfg.seed * 7919 + step)  # the damaged self-neighbours' draws
     while step < cfg.max_steps and time.time() < deadline:
         batches = token_batches(corpus, cfg.max_tokens, seed=cfg.seed * 1000 + state["epoch"])
         for b in range(state["batch_in_epoch"], len(batches)):
@@ -338,13 +373,27 @@ def train(
             nb = None
             if train_nb is not None:
                 lines = corpus.lines[batches[b]]
-                nb = Neighbours.from_lists([train_nb.of(int(i)) for i in lines], PAD_ID)
+                found = [train_nb.of(int(i)) for i in lines]
+                if cfg.self_neighbour_prob > 0:
+                    width = model.config.max_neighbour_len
+                    for row, j in enumerate(batches[b]):
+                        if nb_rng.random() < cfg.self_neighbour_prob:
+                            own = damaged_self(
+                                corpus.src(int(j)).tolist(), corpus.tgt(int(j)).tolist(),
+                                cfg.self_neighbour_cut, width, nb_rng,
+                            )  # fmt: skip
+                            kept = found[row][: cfg.neighbours - 1]
+                            kept.insert(nb_rng.randrange(len(kept) + 1), own)
+                            found[row] = kept
+                nb = Neighbours.from_lists(found, PAD_ID)
             lr = inverse_sqrt(step + 1, cfg.warmup, cfg.lr)
             for g in opt.param_groups:
                 g["lr"] = lr
             with autocast:
                 logits = model(src, tin) if nb is None else model(src, tin, nb)
             loss = label_smoothed_loss(logits, tout, cfg.label_smoothing)
+            if (gate := batch_gate(model, tout)) is not None:
+                window_gates.append(gate)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
@@ -361,11 +410,13 @@ def train(
                     (cfg.max_steps - step) * elapsed / 100,
                     max(deadline - time.time(), 0),
                 )
+                gate = f" gate {sum(window_gates) / len(window_gates):.3f}" if window_gates else ""
                 log(
                     f"step {step} epoch {state['epoch']} loss {window_loss / window_tokens:.3f} "
-                    f"lr {lr:.2e} {tps:.0f} tgt tok/s ETA {left / 60:.0f} min"
+                    f"lr {lr:.2e} {tps:.0f} tgt tok/s{gate} ETA {left / 60:.0f} min"
                 )
                 window_tokens, window_loss, window_start = 0, 0.0, time.time()
+                window_gates = []
             if step % cfg.eval_every == 0:
                 model.eval()
                 bleu = dev_bleu(translator, dev_src, dev_ref, neighbours=dev_nb)

@@ -7,17 +7,20 @@ must read the right neighbour through the memory path, and without neighbours it
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from models.bundle import load_bundle, save_bundle
 from models.decoding import beam_search, greedy
 from models.registry import ARCHITECTURES, build_model
 from models.semiparametric import (
+    MEMORY_MODES,
     GatedDecoderLayer,
     Neighbours,
     SemiParametricConfig,
@@ -113,6 +116,7 @@ def test_config_round_trips_and_keeps_transformer_checks() -> None:
         ({"max_neighbours": 0}, "max_neighbours"),
         ({"max_neighbour_len": 40, "max_len": 32}, "max_neighbour_len"),
         ({"memory_layers": True}, "memory_layers"),
+        ({"memory_init": "copy"}, "memory_init"),
     ],
 )
 def test_config_rejects_bad_memory_values(bad: dict, fragment: str) -> None:
@@ -378,6 +382,40 @@ def test_from_transformer_copies_weights_and_reproduces_the_baseline(batch) -> N
     assert torch.equal(mixed[1], expected[1])
     assert not torch.equal(mixed[0], expected[0])
     assert greedy(model, src) == greedy(baseline, src)
+
+
+@pytest.mark.parametrize("mode", MEMORY_MODES)
+def test_baseline_memory_init_starts_the_memory_path_from_trained_layers(batch, mode) -> None:
+    src, tgt_in = batch
+    torch.manual_seed(0)
+    baseline = Transformer(TransformerConfig(**SIZES, max_len=32)).eval()
+    config = SemiParametricConfig(
+        **SIZES, max_len=32, max_neighbour_len=8, memory_mode=mode, memory_layers=2,
+        memory_init="baseline", gate_init_bias=0.0,
+    )  # fmt: skip
+    model = from_transformer(baseline, config).eval()
+    fresh = from_transformer(baseline, dataclasses.replace(config, memory_init="random"))
+
+    def same(a: nn.Module, b: nn.Module) -> bool:
+        return all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
+
+    for layer, base_layer in zip(model.decoder_layers, baseline.decoder_layers, strict=True):
+        assert same(layer.memory_attn, base_layer.cross_attn)
+        assert float(layer.gate_source.bias.detach()) == 0.0  # an even mix at the start
+    mem, dec, enc = model.memory_encoder, baseline.decoder_layers, baseline.encoder_layers
+    for j, layer in enumerate(mem.target_layers):  # depth j from decoder layer j
+        assert same(layer.self_attn, dec[j].self_attn) and same(layer.ffn, dec[j].ffn)
+        if mode != "tm":
+            assert same(layer.cross_attn, dec[j].cross_attn)
+    if mode == "cstm":
+        for j, layer in enumerate(mem.source_layers):
+            assert same(layer.self_attn, enc[j].self_attn) and same(layer.ffn, enc[j].ffn)
+            assert same(layer.cross_attn, dec[j].cross_attn)
+    assert same(mem.norm, baseline.encoder_norm)
+    assert not same(fresh.decoder_layers[0].memory_attn, model.decoder_layers[0].memory_attn)
+    with torch.no_grad():  # no memory: still exactly the baseline
+        assert torch.equal(model(src, tgt_in), baseline(src, tgt_in))
+        assert torch.isfinite(model(src, tgt_in, neighbours(MIXED))).all()
 
 
 def test_from_transformer_refuses_a_different_shape() -> None:

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
+import models.train
 from models.bundle import load_bundle
 from models.data import read_neighbours
 from models.evaluate import evaluate
 from models.tokenizer import train_tokenizer
-from models.train import TrainConfig, TrainData, finalize, train
+from models.train import TrainConfig, TrainData, damaged_self, finalize, train
 from models.translator import DecodeOptions, Translator
 from tests.toy import LEXICON, gloss
 
@@ -171,6 +172,51 @@ def test_memory_training_resumes_exactly(task, tmp_path: Path) -> None:
     assert wa.keys() == wb.keys()
     for k in wa:
         assert torch.equal(wa[k], wb[k]), k
+
+
+def test_damaged_self_cuts_one_span_from_each_side() -> None:
+    rng = random.Random(0)
+    src, tgt = list(range(10)), list(range(100, 120))
+    for _ in range(20):
+        s, t = damaged_self(src, tgt, 0.3, 64, rng)
+        assert len(s) == 7 and len(t) == 14
+        for orig, got in ((src, s), (tgt, t)):  # the original minus one contiguous span
+            n = len(orig) - len(got)
+            assert any(orig[:a] + orig[a + n :] == got for a in range(len(orig) - n + 1))
+    assert damaged_self([1], [3], 0.3, 64, rng) == ([1], [3])  # too short to cut
+    assert damaged_self(list(range(40)), [3], 0.0, 16, rng) == (list(range(16)), [3])
+
+
+def test_self_neighbours_join_the_memory_and_the_gate_is_logged(
+    task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, data, tok, _ = task
+    seen: list = []
+    own_targets: list = []
+    from_lists, collate = models.train.Neighbours.from_lists, models.train.collate
+
+    def spy_nb(pairs, pad_id):
+        seen.append(pairs)
+        return from_lists(pairs, pad_id)
+
+    def spy_collate(corpus, idx):
+        own_targets.append([corpus.tgt(int(i)).tolist() for i in idx])
+        return collate(corpus, idx)
+
+    monkeypatch.setattr(models.train.Neighbours, "from_lists", spy_nb)
+    monkeypatch.setattr(models.train, "collate", spy_collate)
+    cfg = TrainConfig(**{**_mem_cfg(100).__dict__, "self_neighbour_prob": 1.0, "eval_every": 10**6})
+    logs: list[str] = []
+    train(tmp_path / "s", data, cfg, tok, log=logs.append, init=root / "base-bundle")
+    step_log = next(m for m in logs if m.startswith("step 100 "))
+    assert 0.0 < float(step_log.split(" gate ")[1].split()[0]) < 1.0
+    assert len(seen) == len(own_targets) == 100
+    for pairs, targets in zip(seen[:5], own_targets[:5], strict=True):
+        for row, tgt in zip(pairs, targets, strict=True):
+            assert 1 <= len(row) <= cfg.neighbours
+            n = round(len(tgt) * cfg.self_neighbour_cut)  # its own target, one span cut out
+            cut = [tgt[:a] + tgt[a + n :] for a in range(len(tgt) - n + 1)] if n else [tgt]
+            assert any(t in cut for _, t in row)
 
 
 def test_memory_training_refuses_missing_or_mismatched_neighbours(task, tmp_path: Path) -> None:

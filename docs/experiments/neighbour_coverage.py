@@ -1,0 +1,103 @@
+"""How much of a reference translation the retrieved targets hold: an upper bound on what a
+memory model can copy, measured before any model reads them.
+
+For each sentence: the share of its reference's n-grams (sacreBLEU 13a tokens) that occur in
+the union of its first k retrieved targets, and — given the baseline's hypotheses — the share
+of the reference words the baseline missed that the neighbours hold (what the memory could
+add). A control pairs each sentence with the neighbours of another sentence of the same set
+(shifted by half the set), which shows how much overlap comes from common words alone.
+
+    python docs/experiments/neighbour_coverage.py --neighbours NB.jsonl --ref test.de \
+        [--hyp baseline.hyp.de] [--k 5] [--name LABEL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+_tok = Tokenizer13a()
+
+
+def words(text: str) -> list[str]:
+    return _tok(text).split()
+
+
+def ngrams(toks: list[str], n: int) -> Counter:
+    return Counter(tuple(toks[i : i + n]) for i in range(len(toks) - n + 1))
+
+
+def covered(ref: list[str], targets: list[list[str]], n: int) -> tuple[int, int]:
+    """(reference n-grams found in any target, reference n-grams), counts clipped as BLEU."""
+    want = ngrams(ref, n)
+    have: Counter = Counter()
+    for t in targets:
+        have |= ngrams(t, n)
+    return sum(min(c, have[g]) for g, c in want.items()), sum(want.values())
+
+
+def read_targets(path: Path, k: int) -> list[list[list[str]]]:
+    """Tokenised targets of the first k neighbours of every line of a `ragmt neighbours` file."""
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            found = json.loads(line)["neighbours"][:k]
+            out.append([words(nb["target"]) for nb in found])
+    return out
+
+
+def coverage(
+    refs: list[str], targets: list[list[list[str]]], hyps: list[str] | None = None
+) -> dict[str, float]:
+    """Corpus-level shares (percent) of reference 1-, 2- and 4-grams found in the targets."""
+    if len(refs) != len(targets):
+        raise ValueError(f"{len(refs)} references but {len(targets)} neighbour records")
+    res: dict[str, float] = {
+        "sentences": len(refs),
+        "with_neighbours": 100 * sum(bool(t) for t in targets) / max(len(refs), 1),
+    }
+    toks = [words(r) for r in refs]
+    for n in (1, 2, 4):
+        hit = total = 0
+        for ref, tg in zip(toks, targets, strict=True):
+            h, t = covered(ref, tg, n)
+            hit, total = hit + h, total + t
+        res[f"cov{n}"] = 100 * hit / max(total, 1)
+    if hyps is not None:
+        hit = total = 0
+        for ref, tg, hyp in zip(toks, targets, hyps, strict=True):
+            missed = ngrams(ref, 1) - ngrams(words(hyp), 1)
+            union: Counter = Counter()
+            for t in tg:
+                union |= ngrams(t, 1)
+            hit += sum(min(c, union[g]) for g, c in missed.items())
+            total += sum(missed.values())
+        res["missed_by_baseline"] = 100 * total / max(sum(len(t) for t in toks), 1)
+        res["missed_covered"] = 100 * hit / max(total, 1)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--neighbours", type=Path, required=True, help="`ragmt neighbours` JSONL")
+    ap.add_argument("--ref", type=Path, required=True, help="reference targets, one per line")
+    ap.add_argument("--hyp", type=Path, help="the baseline's hypotheses of the same lines")
+    ap.add_argument("--k", type=int, default=5, help="neighbours read per sentence")
+    ap.add_argument("--name", default="", help="label of the output row")
+    args = ap.parse_args()
+    refs = args.ref.read_text(encoding="utf-8").splitlines()
+    targets = read_targets(args.neighbours, args.k)
+    hyps = args.hyp.read_text(encoding="utf-8").splitlines() if args.hyp else None
+    real = coverage(refs, targets, hyps)
+    half = len(targets) // 2
+    control = coverage(refs, targets[half:] + targets[:half])
+    row = {"name": args.name, "k": args.k, **real}
+    print(json.dumps({**row, "control_cov1": control["cov1"], "control_cov4": control["cov4"]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""docs/experiments/neighbour_coverage.py: hand-computed shares on a two-sentence set."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+PATH = Path(__file__).resolve().parent.parent / "docs" / "experiments" / "neighbour_coverage.py"
+spec = importlib.util.spec_from_file_location("neighbour_coverage", PATH)
+cov = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cov)
+
+
+def test_shares_are_clipped_like_bleu_and_count_what_the_baseline_missed() -> None:
+    refs = ["a b c d", "x x y"]
+    targets = [[["a", "b", "c", "z"], ["d"]], [["x", "q"]]]
+    res = cov.coverage(refs, targets, hyps=["a b", "y"])
+    # unigrams: a b c d (4 of 4) + one of the two x (1 of 3) -> 5 of 7
+    assert res["cov1"] == pytest.approx(100 * 5 / 7)
+    # bigrams: "a b", "b c" of "a b"/"b c"/"c d", none of "x x"/"x y" -> 2 of 5
+    assert res["cov2"] == pytest.approx(100 * 2 / 5)
+    assert res["cov4"] == 0.0 and res["with_neighbours"] == 100.0
+    # missed by the baseline: c d (both held) and x x (one held) -> 3 of 4 missed words held
+    assert res["missed_by_baseline"] == pytest.approx(100 * 4 / 7)
+    assert res["missed_covered"] == pytest.approx(100 * 3 / 4)
+
+
+def test_a_mismatched_neighbour_file_is_refused() -> None:
+    with pytest.raises(ValueError, match="2 references but 1 neighbour records"):
+        cov.coverage(["a", "b"], [[]])
