@@ -34,6 +34,7 @@ from index_builder.retrieval.inverted import (
     QueryTerms,
     RowSearch,
     build_postings,
+    concat_ranges,
 )
 from index_builder.retrieval.ngrams import WidthParams, ngram_spans, sorted_widths
 from index_builder.retrieval.text import Vocabulary, tokenize
@@ -96,16 +97,6 @@ def _tokenise_corpus(sources: Sequence[str], progress: bool) -> _Tokenised:
     n = max(1, len(sources))
     idf = np.log(n / np.maximum(df, 1))
     return _Tokenised(ids, ptr, IdfTerms(vocab, idf, n))
-
-
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Concatenation of arange(s, e) for each (s, e), vectorised."""
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    return np.arange(total, dtype=np.int64) + offsets
 
 
 class IdfSentenceRetriever:
@@ -251,7 +242,7 @@ class IdfNgramRetriever:
             base = tok.ptr[owner]
             item_ptr = np.zeros(len(owner) + 1, dtype=np.int64)
             np.cumsum(end - start, out=item_ptr[1:])
-            item_terms = tok.ids[_ranges(base + start, base + end)]
+            item_terms = tok.ids[concat_ranges(base + start, base + end)]
             indptr, indices = build_postings(item_ptr, item_terms, len(tok.terms.vocab))
             index = InvertedIndex.from_arrays(indptr, indices, owner, tok.terms.idf, heavy_df)
             indexes.append(_NgramIndex(width, index, start))

@@ -11,21 +11,22 @@ over the corpus in Python. An item that shares no term with positive IDF is not 
 its "similarity" would only measure how short it is.
 
 Pruning: a frequent ("heavy") term's posting list can cover most of the corpus, and almost
-every query contains one. The product is first taken over the query's light terms only; the
-heavy terms' share of I is then added for those candidates by binary search in the (sorted)
-heavy posting lists. An item reached only through heavy terms H has I <= |H| and |c| >= I, so
-its key is at most 2 |H|; when the k-th best candidate scores above that, the answer is
-exact. Otherwise the rarest heavy terms join the candidate set until the rest, H', has
-2 |H'| below the k-th key found so far (which can only rise), and that answer is exact; only
-when nearly everything would join is the row recomputed with all its terms at once. Before
-all this, for k = 1, an item with exactly the query's term set is looked up by hash: it is
-the best possible match. The answer never depends on the pruning, only the time does (tests
-compare against brute force with pruning on and off).
+every query contains one. The product is first taken over the query's light terms only; each
+candidate's full I is then one gather over its own few terms. An item reached only through
+heavy terms H has I <= |H| and I <= |c|, so its key 3I - |c| is at most 2|H|, at most
+3|H| - |c| and at most 2|c|: when the k-th best key so far beats 2|H|, the answer is exact.
+Otherwise the rarest heavy terms are moved in until the rest, H', has 2|H'| below that key
+(which can only rise), and of a moved term's items only those with |c| in the window
+[kth / 2, 3|H| - kth] are scored (each term's items are kept sorted by |c|, so the window is
+a slice); only when that is still a large share of the index is the row recomputed with all
+its terms at once. Before all this, for k = 1, an item with exactly the query's term set is
+looked up by hash: it is the best possible match. The answer never depends on the pruning,
+only the time does (tests compare against brute force and against no pruning).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +36,7 @@ import scipy.sparse as sp
 # the same way everywhere: by item index, i.e. by pair id, then by position in the sentence.
 DECIMALS = 9
 _MARGIN = 1e-6
+_MAX_PADDED = 16  # items with at most this many terms get a padded (G, P) term table
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class InvertedIndex:
     item_weight: np.ndarray  # (G,) float64: |c|, the sum of f over the item's distinct terms
     heavy_df: int  # terms in more than this many items are "heavy" (pruned first)
     sets: ExactSets  # items by their set of positive-IDF terms
+    lists: ItemLists  # each item's terms, and each term's items by |c|
 
     @classmethod
     def from_arrays(
@@ -62,6 +65,8 @@ class InvertedIndex:
         heavy_df: int | None = None,
     ) -> InvertedIndex:
         """Wrap stored postings; derive |c| per item. `heavy_df` None: a size-based default."""
+        # Plain arrays: slicing a memory map costs a Python call per slice, and top() slices.
+        indptr, indices, owner = np.asarray(indptr), np.asarray(indices), np.asarray(owner)
         n_items = len(owner)
         _check_postings(indptr, indices, len(idf), n_items)
         data = np.ones(len(indices), dtype=np.float64)
@@ -72,7 +77,8 @@ class InvertedIndex:
         if heavy_df is None:
             heavy_df = default_heavy_df(n_items)
         sets = ExactSets.build(indices, term_of_entry, idf, n_items)
-        return cls(postings, idf, owner, item_weight, heavy_df, sets)
+        lists = ItemLists.build(postings, item_weight)
+        return cls(postings, idf, owner, item_weight, heavy_df, sets, lists)
 
     @property
     def n_items(self) -> int:
@@ -121,6 +127,75 @@ class ExactSets:
         return lo, hi
 
 
+@dataclass(frozen=True)
+class ItemLists:
+    """The postings turned around, derived at load (about 0.1 s for a bible n-gram index).
+
+    `ptr`/`terms`: each item's distinct terms, so I of any candidate set is one gather over
+    at most a few terms per item, not a binary search per (term, candidate). `by_weight`,
+    `sorted_weight`, `rank_ptr`/`ranks`: each term's items in ascending |c| (as ranks into
+    `by_weight`), so "the items of term t with |c| <= W" is a prefix (see `RowSearch`).
+    """
+
+    ptr: np.ndarray  # (G + 1,) int32 or int64
+    terms: np.ndarray  # (entries,) int32, ascending within an item
+    by_weight: np.ndarray  # (G,) items in ascending |c|, ascending item within equal |c|
+    sorted_weight: np.ndarray  # (G,) |c| of by_weight
+    rank_ptr: np.ndarray  # (V + 1,)
+    ranks: np.ndarray  # (entries,) each term's items as positions in by_weight, ascending
+    table: np.ndarray | None  # (G, P) int32: `terms` padded with V; None if items are long
+
+    @classmethod
+    def build(cls, postings: sp.csr_matrix, item_weight: np.ndarray) -> ItemLists:
+        ones = np.ones(postings.nnz, dtype=np.int8)
+        incidence = sp.csr_matrix((ones, postings.indices, postings.indptr), shape=postings.shape)
+        items = incidence.T.tocsr()  # (G, V); a transpose is a counting sort: terms ascending
+        by_weight = np.argsort(item_weight, kind="stable")
+        ranked = items[by_weight].T.tocsr()  # (V, G) over weight ranks, ascending per term
+        items.sort_indices()
+        ranked.sort_indices()
+        counts = np.diff(items.indptr)
+        table = None
+        if len(counts) and counts.max() <= _MAX_PADDED:  # n-grams; sentences can be long
+            table = np.full((len(counts), counts.max()), postings.shape[0], dtype=np.int32)
+            row = np.repeat(np.arange(len(counts)), counts)
+            table[row, np.arange(items.nnz) - items.indptr[row]] = items.indices
+        return cls(
+            items.indptr,
+            items.indices,
+            by_weight,
+            item_weight[by_weight],
+            ranked.indptr,
+            ranked.indices,
+            table,
+        )
+
+    def within(self, terms: Sequence[int], low: float, high: float) -> np.ndarray:
+        """The items of `terms` with low <= |c| <= high (an item once per term it has)."""
+        lo = int(np.searchsorted(self.sorted_weight, low, side="left"))
+        hi = int(np.searchsorted(self.sorted_weight, high, side="right"))
+        parts = []
+        for t in terms:
+            ranks = self.ranks[self.rank_ptr[t] : self.rank_ptr[t + 1]]
+            a, b = np.searchsorted(ranks, [lo, hi]).tolist()
+            parts.append(ranks[a:b])
+        if not parts:
+            return np.zeros(0, dtype=self.by_weight.dtype)
+        return self.by_weight[np.concatenate(parts)]
+
+    def intersections(self, items: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """I per item: the sum of `weights` (dense over the vocabulary, plus a 0 at index V
+        for the padding) over its terms, in ascending term order: equal sets, equal sums."""
+        if not len(items):
+            return np.zeros(0)
+        if self.table is not None:
+            return weights[self.table[items]].sum(axis=1)
+        starts = self.ptr[items]
+        counts = self.ptr[items + 1] - starts  # >= 1: a candidate is in some posting list
+        values = weights[self.terms[concat_ranges(starts, starts + counts)]]
+        return np.add.reduceat(values, np.cumsum(counts) - counts)
+
+
 def _check_postings(indptr: np.ndarray, indices: np.ndarray, n_vocab: int, n_items: int) -> None:
     """Refuse postings that would make scipy read out of bounds (a damaged or foreign store)."""
     if indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu":
@@ -136,6 +211,16 @@ def _check_postings(indptr: np.ndarray, indices: np.ndarray, n_vocab: int, n_ite
     rising[starts[(starts > 0) & (starts < len(indices))] - 1] = True  # a new term's list
     if not rising.all():
         raise ValueError("postings are not sorted and distinct within a term")
+
+
+def concat_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(s, e) for each (s, e), vectorised."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return np.arange(total, dtype=np.int64) + offsets
 
 
 def default_heavy_df(n_items: int) -> int:
@@ -171,7 +256,8 @@ class RowSearch:
     """Scores a batch of query rows against one index; `top` answers one row at a time.
 
     The light-term product for the whole batch is one sparse product; each `top` call then
-    works on that row's candidates only.
+    works on that row's candidates, plus the few items of its heavy terms light enough to
+    still win (see the module docstring).
     """
 
     def __init__(self, index: InvertedIndex, queries: QueryTerms) -> None:
@@ -179,18 +265,16 @@ class RowSearch:
         self.queries = queries
         q = queries.matrix
         heavy_terms = np.diff(index.postings.indptr) > index.heavy_df
-        is_heavy = heavy_terms[q.indices]
-        # Copies: eliminate_zeros compacts indices and indptr in place.
-        self._light = sp.csr_matrix(
-            (np.where(is_heavy, 0.0, q.data), q.indices.copy(), q.indptr.copy()), shape=q.shape
+        self._is_heavy = heavy_terms[q.indices]  # per entry of q
+        # A copy: eliminate_zeros compacts indices and indptr in place.
+        light = sp.csr_matrix(
+            (np.where(self._is_heavy, 0.0, q.data), q.indices.copy(), q.indptr.copy()),
+            shape=q.shape,
         )
-        self._light.eliminate_zeros()
-        self._heavy = sp.csr_matrix(
-            (np.where(is_heavy, q.data, 0.0), q.indices.copy(), q.indptr.copy()), shape=q.shape
-        )
-        self._heavy.eliminate_zeros()
-        self._cand = (self._light @ index.postings).tocsr()  # (M, G): light share of I
+        light.eliminate_zeros()
+        self._cand = (light @ index.postings).tocsr()  # (M, G): items with a light term
         self._twin_lo, self._twin_hi = index.sets.ranges(q)
+        self._dense = np.zeros(q.shape[1] + 1)  # the row's f by term; [V]: padding
         # How often pruning needed help (for tests and benchmarks): rows whose candidate set
         # was widened by some heavy terms, and rows computed with all their terms.
         self.expanded_rows = 0
@@ -198,51 +282,68 @@ class RowSearch:
 
     def top(self, row: int, k: int, banned: Collection[int] = ()) -> list[tuple[int, float]]:
         """The k best (item, 3I - |c|) of `row` whose owner is not banned, best first."""
-        idx = self.index
         q = self.queries.matrix
-        terms = q.indices[q.indptr[row] : q.indptr[row + 1]]
-        f_terms = q.data[q.indptr[row] : q.indptr[row + 1]]
+        lo, hi = q.indptr[row], q.indptr[row + 1]
+        terms, f_terms = q.indices[lo:hi], q.data[lo:hi]
         if not len(terms):
             return []
         if k == 1:
             hit = self._exact(row, terms, banned)
             if hit is not None:
                 return [(hit, round(2.0 * float(f_terms.sum()), DECIMALS))]
-        lo, hi = self._cand.indptr[row], self._cand.indptr[row + 1]
-        items = self._cand.indices[lo:hi]
-        inter = self._cand.data[lo:hi].copy()
-        hlo, hhi = self._heavy.indptr[row], self._heavy.indptr[row + 1]
-        heavy_ids, heavy_f = self._heavy.indices[hlo:hhi], self._heavy.data[hlo:hhi]
-        heavy = list(zip(heavy_ids.tolist(), heavy_f.tolist(), strict=True))
-        for term, f in heavy:
-            inter += f * _member(self._plist(term), items)
-        heavy.sort(key=lambda tf: -tf[1])  # rarest first: the cheapest to move into the product
-        moved_size = 0
-        while True:
-            best = self._best(items, inter, k, banned)
-            bound = 2.0 * sum(f for _, f in heavy)
-            if not heavy or (len(best) == k and best[-1][1] > bound + _MARGIN):
-                return best
-            # Move the rarest heavy terms into the candidate set until the items reachable
-            # only through the rest cannot reach the current k-th key (one term if no k-th).
-            target = best[-1][1] - _MARGIN if len(best) == k else np.inf
-            moved = []
-            while heavy and (not moved or 2.0 * sum(f for _, f in heavy) >= target):
-                moved.append(heavy.pop(0)[0])
-            moved_size += sum(len(self._plist(t)) for t in moved)
-            if not heavy or moved_size > self.index.n_items // 8:
-                self.full_rows += 1
-                full = q[row] @ idx.postings  # every term at once
-                return self._best(full.indices, full.data, k, banned)
-            self.expanded_rows += 1
-            items = np.union1d(items, np.concatenate([self._plist(t) for t in moved]))
-            inter = np.zeros(len(items))
-            for t, f in zip(terms.tolist(), f_terms.tolist(), strict=True):
-                inter += f * _member(self._plist(t), items)
+        heavy = self._is_heavy[lo:hi]
+        self._dense[terms] = f_terms
+        try:
+            return self._top(row, terms[heavy], f_terms[heavy], k, banned)
+        finally:
+            self._dense[terms] = 0.0
 
-    def _plist(self, term: int) -> np.ndarray:
-        p = self.index.postings
-        return p.indices[p.indptr[term] : p.indptr[term + 1]]
+    def _top(
+        self, row: int, heavy: np.ndarray, heavy_f: np.ndarray, k: int, banned: Collection[int]
+    ) -> list[tuple[int, float]]:
+        """`top` past the twin lookup, with `_dense` holding the row (see the module doc)."""
+        idx = self.index
+        light = self._cand.indices[self._cand.indptr[row] : self._cand.indptr[row + 1]]
+        best = self._best(light, self._keys(light), k, banned)
+        order = np.argsort(-heavy_f, kind="stable")  # rarest first: the shortest lists
+        rest = list(zip(heavy[order].tolist(), heavy_f[order].tolist(), strict=True))
+        mass = float(heavy_f.sum())  # |H|
+        rest_mass = mass
+        scored = np.sort(light) if k > 1 else light  # sorted: for `_member`
+        gathered = 0
+        while rest:
+            kth = best[-1][1] if len(best) == k else -np.inf
+            if kth > 2.0 * rest_mass + _MARGIN:
+                break  # items reached only through the rest: key <= 2 |rest| < kth
+            moved = []
+            # Until the rest cannot reach kth; with no kth yet, the rarest term alone.
+            while rest and (not moved or kth > -np.inf and 2.0 * rest_mass >= kth - _MARGIN):
+                term, f = rest.pop(0)
+                moved.append(term)
+                rest_mass -= f
+            # An item without a light term has I <= |H| and I <= |c|, so its key 3I - |c| is
+            # at most 3|H| - |c| and at most 2|c|: only a window of |c| can reach kth.
+            new = idx.lists.within(moved, (kth - _MARGIN) / 2.0, 3.0 * mass - kth + _MARGIN)
+            gathered += len(new)
+            if gathered > idx.n_items // 8:
+                self.full_rows += 1
+                full = self.queries.matrix[row] @ idx.postings  # every term at once
+                keys = 3.0 * full.data - idx.item_weight[full.indices]
+                return self._best(full.indices, keys, k, banned)
+            if k > 1:  # _best needs distinct items; k = 1 takes any copy (same exact key)
+                new = np.unique(new)
+                new = new[~_member(scored, new)]
+                scored = np.union1d(scored, new)
+            found = self._best(new, self._keys(new), k, banned)
+            best = sorted(best + found, key=lambda ik: (-ik[1], ik[0]))[:k]
+        if rest_mass < mass:
+            self.expanded_rows += 1
+        return best
+
+    def _keys(self, items: np.ndarray) -> np.ndarray:
+        """3I - |c| of `items` against the row in `_dense`."""
+        inter = self.index.lists.intersections(items, self._dense)
+        return 3.0 * inter - self.index.item_weight[items]
 
     def _exact(self, row: int, terms: np.ndarray, banned: Collection[int]) -> int | None:
         """The first item with exactly the row's positive terms and an allowed owner."""
@@ -267,14 +368,14 @@ class RowSearch:
         return None
 
     def _best(
-        self, items: np.ndarray, inter: np.ndarray, k: int, banned: Collection[int]
+        self, items: np.ndarray, keys: np.ndarray, k: int, banned: Collection[int]
     ) -> list[tuple[int, float]]:
         """Top k by (rounded key descending, item ascending), banned owners left out.
 
-        Only candidates within a hair of the k-th key are rounded and sorted.
+        Only candidates within a hair of the k-th key are rounded and sorted. For k = 1,
+        `keys` is overwritten (see `_best1`).
         """
         idx = self.index
-        keys = 3.0 * inter - idx.item_weight[items]
         if k == 1:
             return self._best1(items, keys, banned)
         if banned:

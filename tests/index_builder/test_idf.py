@@ -299,3 +299,69 @@ def test_ngram_search_equals_brute_force(
         assert paths["expanded"] > 0 and paths["full"] > 0  # so were both fallbacks
     if heavy_df == 10**9:
         assert paths["expanded"] == paths["full"] == 0  # no heavy terms: no pruning at all
+
+
+# --- the pruned search against no pruning and brute force, on harder corpora -------------
+
+
+def _repetitive_corpus(rng: random.Random, n: int) -> list[str]:
+    """Zipf words with long sentences and repeated phrases, like a bible: frequent terms
+    with long posting lists, many items made only of frequent terms, and exact duplicates
+    (equal keys: ties broken by item order)."""
+    words = [f"w{i}" for i in range(60)]
+    weights = [1 / (i + 1) ** 1.2 for i in range(60)]
+    phrases = [" ".join(rng.choices(words[:8], k=rng.randint(2, 6))) for _ in range(6)]
+    out = []
+    for _ in range(n):
+        parts = [
+            rng.choice(phrases) if rng.random() < 0.4 else " ".join(rng.choices(words, weights))
+            for _ in range(rng.randint(1, 8))
+        ]
+        out.append(" ".join(parts))
+    return out + out[: n // 10]  # duplicate pairs
+
+
+@pytest.mark.parametrize("widths", [(8, 4), (3,), (5, 2), (1,)])
+@pytest.mark.parametrize("heavy_df", [0, 4, 40])
+def test_ngram_pruning_equals_no_pruning(
+    widths: tuple[int, ...], heavy_df: int, paths: dict[str, int]
+) -> None:
+    rng = random.Random(hash(widths) % 1000 + heavy_df)
+    corpus = _repetitive_corpus(rng, 300)
+    queries = _repetitive_corpus(rng, 40)[:40] + corpus[:5] + ["w0", "w0 w1", "w59 w0 w0"]
+    exclude = [set(rng.sample(range(len(corpus)), rng.randint(0, 4))) for _ in queries]
+    params = IdfNgramParams(widths=widths)
+    plain = IdfNgramRetriever.build(_pairs(corpus), params, heavy_df=10**9)
+    pruned = IdfNgramRetriever.build(_pairs(corpus), params, heavy_df=heavy_df)
+    for k in (1, 5, 50):
+        assert pruned.search(queries, k, exclude) == plain.search(queries, k, exclude)
+    if widths != (1,) and heavy_df <= 4:  # single terms: every row has its exact twin
+        assert paths["expanded"] > 0  # the heavy-term windows were searched
+
+
+@pytest.mark.parametrize("widths", [(4, 2), (3,)])
+def test_ngram_search_on_repetitive_corpus_equals_brute_force(widths: tuple[int, ...]) -> None:
+    rng = random.Random(3)
+    corpus = _repetitive_corpus(rng, 60)
+    queries = _repetitive_corpus(rng, 10)[:10] + corpus[:3]
+    ref = Reference(corpus)
+    r = IdfNgramRetriever.build(_pairs(corpus), IdfNgramParams(widths=widths), heavy_df=3)
+    for k in (1, 6):
+        for q, g in zip(queries, r.search(queries, k), strict=True):
+            want = ref.ngrams(q, k, widths, False, set())
+            assert [(n.pair_id, n.span, n.matched) for n in g] == [
+                (i, span, m) for i, _, span, m in want
+            ], q
+            assert [n.score for n in g] == pytest.approx([s for _, s, _, _ in want], abs=1e-8)
+
+
+@pytest.mark.parametrize("heavy_df", [0, 5])
+def test_sentence_pruning_equals_no_pruning(heavy_df: int) -> None:
+    rng = random.Random(5)
+    corpus = _repetitive_corpus(rng, 300)
+    queries = _repetitive_corpus(rng, 30)[:30] + ["w0", "w1 w0"]
+    exclude = [set(rng.sample(range(len(corpus)), rng.randint(0, 4))) for _ in queries]
+    plain = IdfSentenceRetriever.build(_pairs(corpus), heavy_df=10**9)
+    pruned = IdfSentenceRetriever.build(_pairs(corpus), heavy_df=heavy_df)
+    for k in (1, 3, 40):
+        assert pruned.search(queries, k, exclude) == plain.search(queries, k, exclude)
