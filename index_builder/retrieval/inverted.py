@@ -36,7 +36,7 @@ import scipy.sparse as sp
 # the same way everywhere: by item index, i.e. by pair id, then by position in the sentence.
 DECIMALS = 9
 _MARGIN = 1e-6
-_MAX_PADDED = 16  # items with at most this many terms get a padded (G, P) term table
+_MAX_PADDED = 16  # items with at most this many terms get a padded (P, G) term table
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class ItemLists:
     sorted_weight: np.ndarray  # (G,) |c| of by_weight
     rank_ptr: np.ndarray  # (V + 1,)
     ranks: np.ndarray  # (entries,) each term's items as positions in by_weight, ascending
-    table: np.ndarray | None  # (G, P) int32: `terms` padded with V; None if items are long
+    table: np.ndarray | None  # (P, G) int32: `terms` padded with V; None if items are long
 
     @classmethod
     def build(cls, postings: sp.csr_matrix, item_weight: np.ndarray) -> ItemLists:
@@ -157,9 +157,10 @@ class ItemLists:
         counts = np.diff(items.indptr)
         table = None
         if len(counts) and counts.max() <= _MAX_PADDED:  # n-grams; sentences can be long
-            table = np.full((len(counts), counts.max()), postings.shape[0], dtype=np.int32)
-            row = np.repeat(np.arange(len(counts)), counts)
-            table[row, np.arange(items.nnz) - items.indptr[row]] = items.indices
+            # (P, G): a candidate's terms are a column, summed row by row (contiguous adds).
+            table = np.full((counts.max(), len(counts)), postings.shape[0], dtype=np.int32)
+            item = np.repeat(np.arange(len(counts)), counts)
+            table[np.arange(items.nnz) - items.indptr[item], item] = items.indices
         return cls(
             items.indptr,
             items.indices,
@@ -189,7 +190,7 @@ class ItemLists:
         if not len(items):
             return np.zeros(0)
         if self.table is not None:
-            return weights[self.table[items]].sum(axis=1)
+            return weights[self.table[:, items]].sum(axis=0)
         starts = self.ptr[items]
         counts = self.ptr[items + 1] - starts  # >= 1: a candidate is in some posting list
         values = weights[self.terms[concat_ranges(starts, starts + counts)]]
