@@ -36,6 +36,7 @@ import scipy.sparse as sp
 # the same way everywhere: by item index, i.e. by pair id, then by position in the sentence.
 DECIMALS = 9
 _MARGIN = 1e-6
+_FEW = 64  # fewer candidates than this are scored without a bound check first
 _MAX_PADDED = 16  # items with at most this many terms get a padded (P, G) term table
 
 
@@ -51,6 +52,7 @@ class InvertedIndex:
     idf: np.ndarray  # (V,) float64
     owner: np.ndarray  # (G,) int
     item_weight: np.ndarray  # (G,) float64: |c|, the sum of f over the item's distinct terms
+    heavy_weight: np.ndarray  # (G,) float64: the sum of f over the item's heavy terms
     heavy_df: int  # terms in more than this many items are "heavy" (pruned first)
     sets: ExactSets  # items by their set of positive-IDF terms
     lists: ItemLists  # each item's terms, and each term's items by |c|
@@ -77,8 +79,10 @@ class InvertedIndex:
         if heavy_df is None:
             heavy_df = default_heavy_df(n_items)
         sets = ExactSets.build(indices, term_of_entry, idf, n_items)
+        heavy_f = np.where(np.diff(indptr) > heavy_df, idf, 0.0)
+        heavy_weight = np.bincount(indices, weights=heavy_f[term_of_entry], minlength=n_items)
         lists = ItemLists.build(postings, item_weight)
-        return cls(postings, idf, owner, item_weight, heavy_df, sets, lists)
+        return cls(postings, idf, owner, item_weight, heavy_weight, heavy_df, sets, lists)
 
     @property
     def n_items(self) -> int:
@@ -304,11 +308,11 @@ class RowSearch:
     ) -> list[tuple[int, float]]:
         """`top` past the twin lookup, with `_dense` holding the row (see the module doc)."""
         idx = self.index
-        light = self._cand.indices[self._cand.indptr[row] : self._cand.indptr[row + 1]]
+        mass = float(heavy_f.sum())  # |H|
+        light = self._light_candidates(row, mass, k, banned)
         best = self._best(light, self._keys(light), k, banned)
         order = np.argsort(-heavy_f, kind="stable")  # rarest first: the shortest lists
         rest = list(zip(heavy[order].tolist(), heavy_f[order].tolist(), strict=True))
-        mass = float(heavy_f.sum())  # |H|
         rest_mass = mass
         scored = np.sort(light) if k > 1 else light  # sorted: for `_member`
         gathered = 0
@@ -331,6 +335,11 @@ class RowSearch:
                 full = self.queries.matrix[row] @ idx.postings  # every term at once
                 keys = 3.0 * full.data - idx.item_weight[full.indices]
                 return self._best(full.indices, keys, k, banned)
+            if kth > -np.inf and len(new) > _FEW:
+                # Tighter, per item: I <= its heavy weight as well. (An item that has a light
+                # term too may be dropped: it was scored with the light candidates.)
+                bound = 3.0 * np.minimum(mass, idx.heavy_weight[new]) - idx.item_weight[new]
+                new = new[bound >= kth - _MARGIN]
             if k > 1:  # _best needs distinct items; k = 1 takes any copy (same exact key)
                 new = np.unique(new)
                 new = new[~_member(scored, new)]
@@ -340,6 +349,28 @@ class RowSearch:
         if rest_mass < mass:
             self.expanded_rows += 1
         return best
+
+    def _light_candidates(
+        self, row: int, mass: float, k: int, banned: Collection[int]
+    ) -> np.ndarray:
+        """The row's items with a light term, less those that provably cannot be the best.
+
+        The product gives each its light share L of I; its heavy share is between 0 and
+        min(|H|, its heavy weight). For k = 1, when the item with the best lower bound
+        3L - |c| is allowed, items whose upper bound is below that cannot win.
+        """
+        idx = self.index
+        lo, hi = self._cand.indptr[row], self._cand.indptr[row + 1]
+        items = self._cand.indices[lo:hi]
+        if k > 1 or len(items) <= _FEW:
+            return items
+        weight = idx.item_weight[items]
+        low = 3.0 * self._cand.data[lo:hi] - weight
+        j = int(np.argmax(low))
+        if banned and int(idx.owner[items[j]]) in banned:
+            return items
+        high = low + 3.0 * np.minimum(mass, idx.heavy_weight[items])
+        return items[high >= low[j] - _MARGIN]
 
     def _keys(self, items: np.ndarray) -> np.ndarray:
         """3I - |c| of `items` against the row in `_dense`."""

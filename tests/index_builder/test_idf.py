@@ -9,6 +9,7 @@ import random
 import pytest
 
 from index_builder.columns import PairTexts
+from index_builder.retrieval import inverted
 from index_builder.retrieval.base import Neighbour, Retriever
 from index_builder.retrieval.idf import IdfNgramParams, IdfNgramRetriever, IdfSentenceRetriever
 from index_builder.retrieval.inverted import RowSearch
@@ -237,7 +238,11 @@ def _random_corpus(rng: random.Random, n: int, vocab: int) -> list[str]:
 
 @pytest.fixture()
 def paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts which search paths ran, so the exactness tests provably cover each of them."""
+    """Counts which search paths ran, so the exactness tests provably cover each of them.
+
+    Also bound-checks every candidate set, however small (real stores skip it below 64).
+    """
+    monkeypatch.setattr(inverted, "_FEW", 0)
     counts = {"exact": 0, "expanded": 0, "full": 0}
     top, exact = RowSearch.top, RowSearch._exact
 
@@ -259,7 +264,7 @@ def paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("heavy_df", [None, 0, 3, 10**9])
-def test_sentence_search_equals_brute_force(heavy_df: int | None) -> None:
+def test_sentence_search_equals_brute_force(heavy_df: int | None, paths: dict[str, int]) -> None:
     rng = random.Random(7)
     corpus = _random_corpus(rng, 80, 30)
     queries = _random_corpus(rng, 25, 34) + corpus[:5] + ["w0", "w0 w1 w2 w3"]
@@ -340,7 +345,9 @@ def test_ngram_pruning_equals_no_pruning(
 
 
 @pytest.mark.parametrize("widths", [(4, 2), (3,)])
-def test_ngram_search_on_repetitive_corpus_equals_brute_force(widths: tuple[int, ...]) -> None:
+def test_ngram_search_on_repetitive_corpus_equals_brute_force(
+    widths: tuple[int, ...], paths: dict[str, int]
+) -> None:
     rng = random.Random(3)
     corpus = _repetitive_corpus(rng, 60)
     queries = _repetitive_corpus(rng, 10)[:10] + corpus[:3]
@@ -356,7 +363,7 @@ def test_ngram_search_on_repetitive_corpus_equals_brute_force(widths: tuple[int,
 
 
 @pytest.mark.parametrize("heavy_df", [0, 5])
-def test_sentence_pruning_equals_no_pruning(heavy_df: int) -> None:
+def test_sentence_pruning_equals_no_pruning(heavy_df: int, paths: dict[str, int]) -> None:
     rng = random.Random(5)
     corpus = _repetitive_corpus(rng, 300)
     queries = _repetitive_corpus(rng, 30)[:30] + ["w0", "w1 w0"]
