@@ -263,8 +263,13 @@ def paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.parametrize("padded", [True, False])
 @pytest.mark.parametrize("heavy_df", [None, 0, 3, 10**9])
-def test_sentence_search_equals_brute_force(heavy_df: int | None, paths: dict[str, int]) -> None:
+def test_sentence_search_equals_brute_force(
+    heavy_df: int | None, padded: bool, paths: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not padded:  # each item's terms as a ragged CSR instead of a padded table
+        monkeypatch.setattr(inverted, "_MAX_PADDED", 0)
     rng = random.Random(7)
     corpus = _random_corpus(rng, 80, 30)
     queries = _random_corpus(rng, 25, 34) + corpus[:5] + ["w0", "w0 w1 w2 w3"]
@@ -344,10 +349,13 @@ def test_ngram_pruning_equals_no_pruning(
         assert paths["expanded"] > 0  # the heavy-term windows were searched
 
 
+@pytest.mark.parametrize("padded", [True, False])
 @pytest.mark.parametrize("widths", [(4, 2), (3,)])
 def test_ngram_search_on_repetitive_corpus_equals_brute_force(
-    widths: tuple[int, ...], paths: dict[str, int]
+    widths: tuple[int, ...], padded: bool, paths: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if not padded:
+        monkeypatch.setattr(inverted, "_MAX_PADDED", 0)
     rng = random.Random(3)
     corpus = _repetitive_corpus(rng, 60)
     queries = _repetitive_corpus(rng, 10)[:10] + corpus[:3]
