@@ -16,14 +16,10 @@ from pathlib import Path
 import torch
 
 from models.bundle import load_bundle
+from models.data import pad_batch
 from models.semiparametric import Neighbours
 from models.tokenizer import PAD_ID, Tokenizer
 from models.train import batch_gate, damaged_self, label_smoothed_loss
-
-
-def _pad(seqs: list[list[int]]) -> torch.Tensor:
-    width = max(len(x) for x in seqs)
-    return torch.tensor([x + [PAD_ID] * (width - len(x)) for x in seqs])
 
 
 def main() -> None:
@@ -56,9 +52,9 @@ def main() -> None:
         for r, s, t in zip(real, src, tgt, strict=True)
     ]
     cut = c.max_len - 2
-    x = _pad([s[:cut] + [c.eos_id] for s in src])
-    t_in = _pad([[c.bos_id] + t[:cut] for t in tgt])
-    t_out = _pad([t[:cut] + [c.eos_id] for t in tgt])
+    x = pad_batch([s[:cut] + [c.eos_id] for s in src])
+    t_in = pad_batch([[c.bos_id] + t[:cut] for t in tgt])
+    t_out = pad_batch([t[:cut] + [c.eos_id] for t in tgt])
     with torch.no_grad():
         for name, nb in (("no memory", None), ("neighbours", real), ("+ damaged self", damaged)):
             logits = (

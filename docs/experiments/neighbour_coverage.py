@@ -31,12 +31,17 @@ def ngrams(toks: list[str], n: int) -> Counter:
     return Counter(tuple(toks[i : i + n]) for i in range(len(toks) - n + 1))
 
 
-def covered(ref: list[str], targets: list[list[str]], n: int) -> tuple[int, int]:
-    """(reference n-grams found in any target, reference n-grams), counts clipped as BLEU."""
-    want = ngrams(ref, n)
+def union(targets: list[list[str]], n: int) -> Counter:
+    """The n-grams of all targets, each at its highest count in any one of them."""
     have: Counter = Counter()
     for t in targets:
         have |= ngrams(t, n)
+    return have
+
+
+def covered(ref: list[str], targets: list[list[str]], n: int) -> tuple[int, int]:
+    """(reference n-grams found in any target, reference n-grams), counts clipped as BLEU."""
+    want, have = ngrams(ref, n), union(targets, n)
     return sum(min(c, have[g]) for g, c in want.items()), sum(want.values())
 
 
@@ -71,10 +76,8 @@ def coverage(
         hit = total = 0
         for ref, tg, hyp in zip(toks, targets, hyps, strict=True):
             missed = ngrams(ref, 1) - ngrams(words(hyp), 1)
-            union: Counter = Counter()
-            for t in tg:
-                union |= ngrams(t, 1)
-            hit += sum(min(c, union[g]) for g, c in missed.items())
+            have = union(tg, 1)
+            hit += sum(min(c, have[g]) for g, c in missed.items())
             total += sum(missed.values())
         res["missed_by_baseline"] = 100 * total / max(sum(len(t) for t in toks), 1)
         res["missed_covered"] = 100 * hit / max(total, 1)
