@@ -39,6 +39,9 @@ from index_builder.retrieval.inverted import (
 from index_builder.retrieval.ngrams import WidthParams, ngram_spans, sorted_widths
 from index_builder.retrieval.text import Vocabulary, tokenize
 
+# Rows of one width from which a batch is searched with `RowSearch.best1` (all rows at once);
+# fewer: one `RowSearch.top` per row (docs/retrieval-benchmarks.md: 1.4x at batch 32, not at 1).
+BATCH_ROWS = 64
 DEFAULT_WIDTHS = (8, 4)  # docs/retrieval-widths.md: best coverage on bible and software-docs
 
 
@@ -298,38 +301,27 @@ class IdfNgramRetriever:
     ) -> list[list[Neighbour]]:
         _check_args(queries, k, exclude)
         tokens = [tokenize(q) for q in queries]
-        # One batched row search per width; row_of[w][(q, span)] finds a query n-gram's row.
-        searches, weights, row_of = {}, {}, {}
-        for x in self.indexes:
-            keys, rows = [], []
-            for q, toks in enumerate(tokens):
-                for span in ngram_spans(len(toks), x.width):
-                    keys.append((q, span))
-                    rows.append(toks[span[0] : span[1]])
-            terms = self.terms.query_terms(rows)
-            searches[x.width] = RowSearch(x.index, terms)
-            weights[x.width] = terms.weight
-            row_of[x.width] = {key: r for r, key in enumerate(keys)}
+        n = len(queries)
+        taken = [set(exclude[q]) if exclude is not None else set() for q in range(n)]
+        found: list[list[_Taken]] = [[] for _ in range(n)]
+        for x in self.indexes:  # widest first, each width once the wider ones are settled
+            walk = _WidthWalk(x, self.terms, tokens, [frozenset(t) for t in taken])
+            pending = list(range(n))
+            while pending:
+                stale = []
+                for q in pending:
+                    walked = walk.walk(q, taken[q])
+                    if walked is None:
+                        stale.append(q)
+                    else:
+                        found[q] += walked
+                walk.redo()
+                pending = stale
         out = []
-        for q, toks in enumerate(tokens):
-            banned = set(exclude[q]) if exclude is not None else set()
-            taken: list[_Taken] = []
-            for width, span in self.query_spans(toks):
-                r = row_of[width][(q, span)]
-                found = searches[width].top(r, 1, banned)
-                if not found:
-                    continue
-                item, key = found[0]
-                pair_id = int(self._index(width).owner[item])
-                banned.add(pair_id)
-                score = round(key - float(weights[width][r]), 9)
-                taken.append(_Taken(pair_id, score, span, width, item))
-            order = sorted(range(len(taken)), key=lambda i: (-taken[i].score, i))[:k]
-            out.append([self._neighbour(taken[i]) for i in order])
+        for t in found:
+            order = sorted(range(len(t)), key=lambda i: (-t[i].score, i))[:k]
+            out.append([self._neighbour(t[i]) for i in order])
         return out
-
-    def _index(self, width: int) -> InvertedIndex:
-        return next(x.index for x in self.indexes if x.width == width)
 
     def _neighbour(self, t: _Taken) -> Neighbour:
         x = next(x for x in self.indexes if x.width == t.width)
@@ -344,3 +336,73 @@ class IdfNgramRetriever:
             span=t.span,
             matched=matched,
         )
+
+
+class _WidthWalk:
+    """The rows (query n-grams) of one width for a batch of queries, each with its answer
+    (item, key) and the banned pairs that answer was computed under (`RowSearch.best1`).
+
+    An answer computed under bans B is still the answer under the walk's bans T when B is
+    part of T and its pair is not in T (T only takes other items away). A walk that meets a
+    row failing this marks it stale and goes on with the pairs known so far; the first stale
+    row of a query always gets its final bans, so each round settles at least one more row.
+    """
+
+    def __init__(
+        self,
+        x: _NgramIndex,
+        terms: IdfTerms,
+        tokens: Sequence[Sequence[str]],
+        bans: Sequence[frozenset[int]],
+    ) -> None:
+        self.x = x
+        self.spans = [ngram_spans(len(toks), x.width) for toks in tokens]
+        self.first = np.cumsum([0] + [len(s) for s in self.spans])
+        rows = [toks[a:b] for toks, spans in zip(tokens, self.spans, strict=True) for a, b in spans]
+        query_terms = terms.query_terms(rows)
+        self.weight = query_terms.weight
+        self.search = RowSearch(x.index, query_terms)
+        self.bans = [bans[q] for q, s in enumerate(self.spans) for _ in s]
+        # Few rows: one `top` per row as the walk goes (no answer can be stale).
+        self.batched = len(rows) >= BATCH_ROWS
+        if self.batched:
+            self.item, self.key = self.search.best1(np.arange(len(rows)), self.bans)
+        self._stale: list[tuple[int, frozenset[int]]] = []
+
+    def walk(self, q: int, taken: set[int]) -> list[_Taken] | None:
+        """Query q's n-grams of this width left to right, each taking its best pair not in
+        `taken` (which grows); None, with `taken` unchanged, when some answer was stale."""
+        owner = self.x.index.owner
+        now: set[int] = set(taken)
+        found: list[_Taken] | None = []
+        for j, span in enumerate(self.spans[q]):
+            r = int(self.first[q]) + j
+            if self.batched:
+                item, key = int(self.item[r]), float(self.key[r])
+            else:
+                got = self.search.top(r, 1, now)
+                item, key = got[0] if got else (-1, 0.0)
+            pair_id = int(owner[item]) if item >= 0 else -1
+            if not self.bans[r] <= now or item >= 0 and pair_id in now:
+                self._stale.append((r, frozenset(now)))
+                found = None
+                continue
+            if item >= 0:
+                now.add(pair_id)
+                if found is not None:
+                    score = round(key - float(self.weight[r]), 9)
+                    found.append(_Taken(pair_id, score, span, self.x.width, item))
+        if found is not None:
+            taken |= now
+        return found
+
+    def redo(self) -> None:
+        """Answers the stale rows again, under the bans they were found stale with."""
+        if not self._stale:
+            return
+        rows = np.asarray([r for r, _ in self._stale], dtype=np.int64)
+        bans = [ban for _, ban in self._stale]
+        self.item[rows], self.key[rows] = self.search.best1(rows, bans)
+        for r, ban in self._stale:
+            self.bans[r] = ban
+        self._stale = []

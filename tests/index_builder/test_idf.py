@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 from index_builder.columns import PairTexts
-from index_builder.retrieval import inverted
+from index_builder.retrieval import idf, inverted
 from index_builder.retrieval.base import Neighbour, Retriever
 from index_builder.retrieval.idf import IdfNgramParams, IdfNgramRetriever, IdfSentenceRetriever
 from index_builder.retrieval.inverted import RowSearch
@@ -236,37 +237,40 @@ def _random_corpus(rng: random.Random, n: int, vocab: int) -> list[str]:
     return [" ".join(rng.choices(words, weights, k=rng.randint(1, 12))) for _ in range(n)]
 
 
+class Paths:
+    """Rows answered per search path, summed over every `RowSearch` made so far."""
+
+    COUNTERS = {"exact": "exact_rows", "expanded": "expanded_rows", "full": "full_rows"}
+
+    def __init__(self) -> None:
+        self.searches: list[RowSearch] = []
+
+    def __getitem__(self, path: str) -> int:
+        return sum(getattr(s, self.COUNTERS[path]) for s in self.searches)
+
+
 @pytest.fixture()
-def paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+def paths(monkeypatch: pytest.MonkeyPatch) -> Paths:
     """Counts which search paths ran, so the exactness tests provably cover each of them.
 
     Also bound-checks every candidate set, however small (real stores skip it below 64).
     """
     monkeypatch.setattr(inverted, "_FEW", 0)
-    counts = {"exact": 0, "expanded": 0, "full": 0}
-    top, exact = RowSearch.top, RowSearch._exact
+    counts = Paths()
+    init = RowSearch.__init__
 
-    def counting_top(self: RowSearch, *args: object) -> list:
-        before = (self.expanded_rows, self.full_rows)
-        out = top(self, *args)
-        counts["expanded"] += self.expanded_rows - before[0]
-        counts["full"] += self.full_rows - before[1]
-        return out
+    def registering_init(self: RowSearch, *args: object) -> None:
+        init(self, *args)  # type: ignore[arg-type]
+        counts.searches.append(self)
 
-    def counting_exact(self: RowSearch, *args: object) -> int | None:
-        hit = exact(self, *args)
-        counts["exact"] += hit is not None
-        return hit
-
-    monkeypatch.setattr(RowSearch, "top", counting_top)
-    monkeypatch.setattr(RowSearch, "_exact", counting_exact)
+    monkeypatch.setattr(RowSearch, "__init__", registering_init)
     return counts
 
 
 @pytest.mark.parametrize("padded", [True, False])
 @pytest.mark.parametrize("heavy_df", [None, 0, 3, 10**9])
 def test_sentence_search_equals_brute_force(
-    heavy_df: int | None, padded: bool, paths: dict[str, int], monkeypatch: pytest.MonkeyPatch
+    heavy_df: int | None, padded: bool, paths: Paths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not padded:  # each item's terms as a ragged CSR instead of a padded table
         monkeypatch.setattr(inverted, "_MAX_PADDED", 0)
@@ -287,7 +291,7 @@ def test_sentence_search_equals_brute_force(
 @pytest.mark.parametrize("heavy_df", [None, 0, 5, 10**9])
 @pytest.mark.parametrize("all_positions", [False, True])
 def test_ngram_search_equals_brute_force(
-    heavy_df: int | None, all_positions: bool, paths: dict[str, int]
+    heavy_df: int | None, all_positions: bool, paths: Paths
 ) -> None:
     rng = random.Random(11)
     corpus = _random_corpus(rng, 50, 25)
@@ -331,11 +335,18 @@ def _repetitive_corpus(rng: random.Random, n: int) -> list[str]:
     return out + out[: n // 10]  # duplicate pairs
 
 
+@pytest.mark.parametrize("batched", [True, False])
 @pytest.mark.parametrize("widths", [(8, 4), (3,), (5, 2), (1,)])
 @pytest.mark.parametrize("heavy_df", [0, 4, 40])
 def test_ngram_pruning_equals_no_pruning(
-    widths: tuple[int, ...], heavy_df: int, paths: dict[str, int]
+    widths: tuple[int, ...],
+    heavy_df: int,
+    batched: bool,
+    paths: Paths,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Batched: every width's rows through `RowSearch.best1`; else one `top` per row.
+    monkeypatch.setattr(idf, "BATCH_ROWS", 0 if batched else 10**9)
     rng = random.Random(hash(widths) % 1000 + heavy_df)
     corpus = _repetitive_corpus(rng, 300)
     queries = _repetitive_corpus(rng, 40)[:40] + corpus[:5] + ["w0", "w0 w1", "w59 w0 w0"]
@@ -349,13 +360,19 @@ def test_ngram_pruning_equals_no_pruning(
         assert paths["expanded"] > 0  # the heavy-term windows were searched
 
 
+@pytest.mark.parametrize("batched", [True, False])
 @pytest.mark.parametrize("padded", [True, False])
 @pytest.mark.parametrize("widths", [(4, 2), (3,)])
 def test_ngram_search_on_repetitive_corpus_equals_brute_force(
-    widths: tuple[int, ...], padded: bool, paths: dict[str, int], monkeypatch: pytest.MonkeyPatch
+    widths: tuple[int, ...],
+    padded: bool,
+    batched: bool,
+    paths: Paths,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     if not padded:
         monkeypatch.setattr(inverted, "_MAX_PADDED", 0)
+    monkeypatch.setattr(idf, "BATCH_ROWS", 0 if batched else 10**9)
     rng = random.Random(3)
     corpus = _repetitive_corpus(rng, 60)
     queries = _repetitive_corpus(rng, 10)[:10] + corpus[:3]
@@ -370,8 +387,49 @@ def test_ngram_search_on_repetitive_corpus_equals_brute_force(
             assert [n.score for n in g] == pytest.approx([s for _, s, _, _ in want], abs=1e-8)
 
 
+@pytest.mark.parametrize("twins", [64, 1])
+@pytest.mark.parametrize("padded", [True, False])
+@pytest.mark.parametrize("heavy_df", [0, 4, 40])
+def test_batched_rows_equal_row_by_row(
+    heavy_df: int, padded: bool, twins: int, paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`RowSearch.best1` (all rows at once) against `top` per row, bans included, on the
+    n-gram rows of a repetitive corpus; twins=1 sends rows whose first twin is banned to
+    `top`, as more than _TWINS banned twins would."""
+    if not padded:
+        monkeypatch.setattr(inverted, "_MAX_PADDED", 0)
+    monkeypatch.setattr(inverted, "_TWINS", twins)
+    rng = random.Random(heavy_df + 17)
+    corpus = _repetitive_corpus(rng, 300)
+    sentences = _repetitive_corpus(rng, 30)[:30] + corpus[:10] + ["w0", "w0 w1", "zz w0"]
+    r = IdfNgramRetriever.build(_pairs(corpus), IdfNgramParams(widths=(4, 2)), heavy_df=heavy_df)
+    for x in r.indexes:
+        rows = [
+            toks[a:b]
+            for toks in map(tokenize, sentences)
+            for a, b in ngram_spans(len(toks), x.width)
+        ]
+        search = RowSearch(x.index, r.terms.query_terms(rows))
+        owners = x.index.owner.tolist()
+        bans = []
+        for i in range(len(rows)):  # the owners of some twins, or of a random few
+            some = rng.sample(range(len(corpus)), rng.randint(0, 3))
+            twin = search.top(i, 1)
+            bans.append(frozenset(some + ([owners[twin[0][0]]] if twin and i % 2 else [])))
+        item, key = search.best1(np.arange(len(rows)), bans)
+        for i, ban in enumerate(bans):
+            want = search.top(i, 1, ban)
+            assert (int(item[i]), float(key[i])) == (want[0] if want else (-1, -np.inf)), rows[i]
+        subset = np.arange(0, len(rows), 3)  # rows answered again, as the walk does
+        again = search.best1(subset, [bans[i] for i in subset])
+        assert (again[0] == item[subset]).all() and (again[1] == key[subset]).all()
+    assert paths["exact"] > 0
+    if heavy_df <= 4:
+        assert paths["expanded"] > 0
+
+
 @pytest.mark.parametrize("heavy_df", [0, 5])
-def test_sentence_pruning_equals_no_pruning(heavy_df: int, paths: dict[str, int]) -> None:
+def test_sentence_pruning_equals_no_pruning(heavy_df: int, paths: Paths) -> None:
     rng = random.Random(5)
     corpus = _repetitive_corpus(rng, 300)
     queries = _repetitive_corpus(rng, 30)[:30] + ["w0", "w1 w0"]
