@@ -32,11 +32,11 @@ from index_builder.retrieval.base import check_search_args as _check_args
 from index_builder.retrieval.inverted import (
     InvertedIndex,
     QueryTerms,
-    RowSearch,
     build_postings,
     concat_ranges,
 )
 from index_builder.retrieval.ngrams import WidthParams, ngram_spans, sorted_widths
+from index_builder.retrieval.row_search import RowSearch
 from index_builder.retrieval.text import Vocabulary, tokenize
 
 # Rows of one width from which a batch is searched with `RowSearch.best1` (all rows at once);

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from index_builder.columns import PairTexts
-from index_builder.retrieval import idf, inverted
+from index_builder.retrieval import idf, inverted, row_search
 from index_builder.retrieval.base import Neighbour, Retriever
 from index_builder.retrieval.idf import IdfNgramParams, IdfNgramRetriever, IdfSentenceRetriever
-from index_builder.retrieval.inverted import RowSearch
 from index_builder.retrieval.ngrams import ngram_spans
+from index_builder.retrieval.row_search import RowSearch
 from index_builder.retrieval.text import tokenize
 
 HAND = ["a b c", "a b", "a d", "e"]
@@ -255,7 +255,7 @@ def paths(monkeypatch: pytest.MonkeyPatch) -> Paths:
 
     Also bound-checks every candidate set, however small (real stores skip it below 64).
     """
-    monkeypatch.setattr(inverted, "_FEW", 0)
+    monkeypatch.setattr(row_search, "_FEW", 0)
     counts = Paths()
     init = RowSearch.__init__
 
@@ -398,7 +398,7 @@ def test_batched_rows_equal_row_by_row(
     `top`, as more than _TWINS banned twins would."""
     if not padded:
         monkeypatch.setattr(inverted, "_MAX_PADDED", 0)
-    monkeypatch.setattr(inverted, "_TWINS", twins)
+    monkeypatch.setattr(row_search, "_TWINS", twins)
     rng = random.Random(heavy_df + 17)
     corpus = _repetitive_corpus(rng, 300)
     sentences = _repetitive_corpus(rng, 30)[:30] + corpus[:10] + ["w0", "w0 w1", "zz w0"]
