@@ -6,9 +6,14 @@ the union of its first k retrieved targets, and — given the baseline's hypothe
 of the reference words the baseline missed that the neighbours hold (what the memory could
 add). A control pairs each sentence with the neighbours of another sentence of the same set
 (shifted by half the set), which shows how much overlap comes from common words alone.
+Given the sources (`--src`), it also reports the fuzzy match of the best retrieved source, as
+translation-memory tools band it: difflib's character ratio 2M/T against the test source.
 
     python docs/experiments/neighbour_coverage.py --neighbours NB.jsonl --ref test.de \
-        [--hyp baseline.hyp.de] [--k 5] [--name LABEL]
+        [--src test.en] [--hyp baseline.hyp.de] [--k 5] [--name LABEL]
+
+NB.jsonl: `ragmt neighbours` output, or the `<domain>.test.neighbours.jsonl` that `ragmt eval`
+writes beside its hypotheses (pairs as [source, target]).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from difflib import SequenceMatcher
 from pathlib import Path
 
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
@@ -45,14 +51,42 @@ def covered(ref: list[str], targets: list[list[str]], n: int) -> tuple[int, int]
     return sum(min(c, have[g]) for g, c in want.items()), sum(want.values())
 
 
-def read_targets(path: Path, k: int) -> list[list[list[str]]]:
-    """Tokenised targets of the first k neighbours of every line of a `ragmt neighbours` file."""
+def read_pairs(path: Path, k: int) -> list[list[tuple[str, str]]]:
+    """(source, target) of the first k neighbours of every line of a neighbours file."""
     out = []
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             found = json.loads(line)["neighbours"][:k]
-            out.append([words(nb["target"]) for nb in found])
+            out.append(
+                [
+                    (nb["source"], nb["target"]) if isinstance(nb, dict) else tuple(nb)
+                    for nb in found
+                ]
+            )
     return out
+
+
+def read_targets(path: Path, k: int) -> list[list[list[str]]]:
+    """Tokenised targets of the first k neighbours of every line of a neighbours file."""
+    return [[words(t) for _, t in found] for found in read_pairs(path, k)]
+
+
+def fuzzy(sources: list[str], neighbour_sources: list[list[str]]) -> dict[str, float]:
+    """Shares (percent) of sentences whose best retrieved source matches at >= 0.9, 0.7-0.9
+    and below 0.7 (no neighbour: 0), and the mean best match."""
+    if len(sources) != len(neighbour_sources):
+        raise ValueError(f"{len(sources)} sources but {len(neighbour_sources)} neighbour records")
+    best = [
+        max((SequenceMatcher(None, s, n, autojunk=False).ratio() for n in found), default=0.0)
+        for s, found in zip(sources, neighbour_sources, strict=True)
+    ]
+    n = max(len(best), 1)
+    return {
+        "fuzzy_90": 100 * sum(b >= 0.9 for b in best) / n,
+        "fuzzy_70_90": 100 * sum(0.7 <= b < 0.9 for b in best) / n,
+        "fuzzy_below_70": 100 * sum(b < 0.7 for b in best) / n,
+        "fuzzy_mean": sum(best) / n,
+    }
 
 
 def coverage(
@@ -88,6 +122,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--neighbours", type=Path, required=True, help="`ragmt neighbours` JSONL")
     ap.add_argument("--ref", type=Path, required=True, help="reference targets, one per line")
+    ap.add_argument("--src", type=Path, help="the sources of the same lines (fuzzy match)")
     ap.add_argument("--hyp", type=Path, help="the baseline's hypotheses of the same lines")
     ap.add_argument("--k", type=int, default=5, help="neighbours read per sentence")
     ap.add_argument("--name", default="", help="label of the output row")
@@ -99,6 +134,9 @@ def main() -> None:
     half = len(targets) // 2
     control = coverage(refs, targets[half:] + targets[:half])
     row = {"name": args.name, "k": args.k, **real}
+    if args.src:
+        sources = args.src.read_text(encoding="utf-8").splitlines()
+        row |= fuzzy(sources, [[s for s, _ in f] for f in read_pairs(args.neighbours, args.k)])
     print(json.dumps({**row, "control_cov1": control["cov1"], "control_cov4": control["cov4"]}))
 
 

@@ -17,7 +17,7 @@
 # FT_SYSTEMS which systems are fine-tuned ("baseline cstm", empty: none); ABLATIONS the memory
 # modes trained at one smaller, equal budget ("cstm ctm tm", empty: none) with ABLATION_HOURS
 # or ABLATION_STEPS,
-# evaluated with ABLATION_METHOD's stores. Results: $WORK/report.md (written by
+# evaluated with ABLATION_METHOD's stores on ABLATION_DOMAINS (default: all DOMAINS). Results: $WORK/report.md (written by
 # docs/experiments/semiparametric_report.py) and the JSON/Markdown of every evaluation, the
 # hypotheses and the neighbours each sentence read under $WORK/eval/.
 set -euo pipefail
@@ -44,6 +44,7 @@ ABLATIONS=${ABLATIONS-cstm ctm tm}
 ABLATION_HOURS=${ABLATION_HOURS:-0.25}
 ABLATION_STEPS=${ABLATION_STEPS:-}
 ABLATION_METHOD=${ABLATION_METHOD:-dense-ngram}
+ABLATION_DOMAINS=${ABLATION_DOMAINS:-$DOMAINS}
 STORES=$WORK/stores
 EVAL=$WORK/eval
 NB=$WORK/neighbours/$TRAIN_METHOD
@@ -156,7 +157,7 @@ for mode in $ABLATIONS; do
       --run "$WORK/run-ablation-$mode-$TRAIN_METHOD" --out "$out" $(budget "$ABLATION_HOURS" "$ABLATION_STEPS")
   fi
   run_eval "ablation-$mode-$TRAIN_METHOD+$ABLATION_METHOD" --model "$out" \
-    --stores "$STORES/$ABLATION_METHOD" --domains "$(csv $DOMAINS)"
+    --stores "$STORES/$ABLATION_METHOD" --domains "$(csv $ABLATION_DOMAINS)"
 done
 
 echo "== 7. report"
