@@ -97,7 +97,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, required=True, help="prepared language-pair folder")
     ap.add_argument("--baseline", default="baseline", help="evaluation name of the baseline")
     ap.add_argument("--system", required=True, help="evaluation whose examples are shown")
-    ap.add_argument("--examples", type=int, default=3, help="examples per domain")
+    ap.add_argument("--examples", type=int, default=3, help="examples per domain (0: none)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     runs = _runs(args.eval)
@@ -107,8 +107,9 @@ def main() -> None:
     lines += ["", "## Results", ""] + bleu_table(runs, args.baseline)
     first = next(iter(runs[args.baseline].values()))
     lines += ["", f"BLEU: `{first['bleu_signature']}`", f"chrF: `{first['chrf_signature']}`", ""]
-    lines += ["## Examples with their neighbours (provenance)", ""]
-    lines += examples(args.eval, args.data, runs, args.baseline, args.system, args.examples)
+    if args.examples > 0:  # they need the hypotheses beside the JSON
+        lines += ["## Examples with their neighbours (provenance)", ""]
+        lines += examples(args.eval, args.data, runs, args.baseline, args.system, args.examples)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(args.out.read_text(encoding="utf-8"))
 
