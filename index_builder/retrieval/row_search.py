@@ -259,9 +259,7 @@ class RowSearch:
         if not len(rows):
             return
         kth = key[rows]
-        low = np.searchsorted(lists.sorted_weight, (kth - _MARGIN) / 2.0, side="left")
-        high = 3.0 * b.mass[rows] - kth + _MARGIN
-        high = np.searchsorted(lists.sorted_weight, high, side="right")
+        low, high = _window(lists.sorted_weight, kth, b.mass[rows])
         lo1, hi1 = lists.slices(terms[two], low, high)
         lo2, hi2 = lists.slices(terms[two + 1], low, high)
         parts, ppos = [], []
@@ -313,9 +311,7 @@ class RowSearch:
             moved[rows], rest[rows] = upto, rest_after[start[rows] + upto - 1]
             expanded[rows] = True
             epos, kth = pos[entries], key[pos[entries]]
-            low = np.searchsorted(lists.sorted_weight, (kth - _MARGIN) / 2.0, side="left")
-            high = 3.0 * b.mass[epos] - kth + _MARGIN
-            high = np.searchsorted(lists.sorted_weight, high, side="right")
+            low, high = _window(lists.sorted_weight, kth, b.mass[epos])
             lo, hi = lists.slices(terms[entries], low, high)
             gathered += np.bincount(epos, weights=hi - lo, minlength=m).astype(np.int64)
             full |= gathered > idx.n_items // 8
@@ -359,8 +355,7 @@ class RowSearch:
         """The best allowed item holding both heavy terms t1 and t2 with |c| in the window
         that kth leaves (see `_top`); a cheap, often winning candidate for k = 1."""
         lists = self.index.lists
-        lo = int(np.searchsorted(lists.sorted_weight, (kth - _MARGIN) / 2.0, side="left"))
-        hi = int(np.searchsorted(lists.sorted_weight, 3.0 * mass - kth + _MARGIN, side="right"))
+        lo, hi = (int(x) for x in _window(lists.sorted_weight, kth, mass))
         rank = lists.ranks.dtype.type
         found = []
         for t in (t1, t2):
@@ -494,6 +489,14 @@ class RowSearch:
             for o in set(owners[group].tolist()):
                 keys[owners == o] = -np.inf
         return []
+
+
+def _window(sorted_weight: np.ndarray, kth, mass):  # noqa: ANN001, ANN202 (scalar or array)
+    """Rank range [low, high) of the |c|-sorted items that can still beat `kth` given heavy
+    mass |H|: |c| in [kth / 2, 3|H| - kth] (module docstring), widened by the margin."""
+    low = np.searchsorted(sorted_weight, (kth - _MARGIN) / 2.0, side="left")
+    high = np.searchsorted(sorted_weight, 3.0 * mass - kth + _MARGIN, side="right")
+    return low, high
 
 
 def _order(found: tuple[int, float]) -> tuple[float, int]:
