@@ -177,7 +177,7 @@ def beam_search(
         scores = cand_scores.gather(1, pick).masked_fill(is_eos.gather(1, pick), -math.inf)
         reorder = (torch.arange(n_alive, device=device)[:, None] * k + next_beam).view(-1)
         hist = torch.cat([hist.index_select(0, reorder), next_tok.view(-1, 1)], dim=1)
-        cache = cache.index_select(reorder)
+        cache = cache.reorder_beams(reorder)  # rows move within each sentence's K beams
         last = next_tok.view(-1)
 
         live = scores.isfinite().any(dim=1).tolist()

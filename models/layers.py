@@ -88,13 +88,31 @@ class DecoderCache:
 
     layers: list[dict[str, Tensor]]
     step: int = 0
+    # Keys whose tensors are functions of the encoder state alone (cross-attention and memory
+    # keys/values, from `init_cache`): every beam of a sentence holds the same rows of them.
+    per_sentence: frozenset[str] = frozenset()
 
     def index_select(self, idx: Tensor) -> DecoderCache:
-        """Rows `idx` of every cached tensor (beam reordering)."""
+        """Rows `idx` of every cached tensor (dropping finished sentences)."""
         out = []
         for layer in self.layers:
             out.append({k: v.index_select(0, idx.to(v.device)) for k, v in layer.items()})
-        return DecoderCache(layers=out, step=self.step)
+        return DecoderCache(layers=out, step=self.step, per_sentence=self.per_sentence)
+
+    def reorder_beams(self, idx: Tensor) -> DecoderCache:
+        """Rows `idx` of the per-hypothesis tensors, where `idx` only moves rows among the
+        beams of one sentence. The per-sentence tensors are equal on those rows and are kept
+        as they are: copying them each step was most of a memory model's beam-search cost.
+        """
+        out = []
+        for layer in self.layers:
+            out.append(
+                {
+                    k: v if k in self.per_sentence else v.index_select(0, idx.to(v.device))
+                    for k, v in layer.items()
+                }
+            )
+        return DecoderCache(layers=out, step=self.step, per_sentence=self.per_sentence)
 
 
 # --------------------------------------------------------------------------- attention

@@ -166,8 +166,13 @@ class Transformer(nn.Module):
         return self.decode(tgt_in, self.encode(src))
 
     def init_cache(self, state: EncoderState) -> DecoderCache:
-        """Cache for `decode_step`, holding the cross-attention keys/values of `state`."""
-        return DecoderCache(layers=[layer.init_cache(state) for layer in self.decoder_layers])
+        """Cache for `decode_step`, holding the cross-attention keys/values of `state`.
+
+        What the layers put in at this point is computed from `state` only, so it is marked
+        per-sentence: beam reordering leaves it alone (`DecoderCache.reorder_beams`).
+        """
+        layers = [layer.init_cache(state) for layer in self.decoder_layers]
+        return DecoderCache(layers=layers, per_sentence=frozenset(k for c in layers for k in c))
 
     def decode_step(self, last_tokens: Tensor, state: EncoderState, cache: DecoderCache) -> Tensor:
         """Feed one token per row at position `cache.step`; log-probs `(B, V)` of the next one.

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from models.decoding import beam_search, greedy
+from models.layers import DecoderCache
 from models.transformer import Transformer, TransformerConfig
 
 # One thread: the test machine is small and shared, and more threads only contend.
@@ -105,6 +106,21 @@ def test_beam_one_equals_greedy_on_random_models(seed: int) -> None:
     for a, b in [(1.2, 10), (0.5, 1), (2.0, 30)]:
         want = greedy(model, src, max_len_a=a, max_len_b=b)
         assert beam_search(model, src, beam_size=1, max_len_a=a, max_len_b=b) == want
+
+
+def test_beam_reorder_that_keeps_per_sentence_keys_decodes_as_a_full_reorder(
+    reverser, held_out, monkeypatch
+) -> None:
+    """Beam moves leave the cross-attention keys/values in place (beams of a sentence share
+    them); the hypotheses must be those of reordering every cached tensor."""
+    src = held_out[0][:16]
+    models = [reverser]
+    for seed in range(3):  # untrained models: their beams reorder at almost every step
+        torch.manual_seed(seed)
+        models.append(Transformer(tiny_config(d_model=32, d_ff=64, max_len=24)).eval())
+    fast = [beam_search(m, src, beam_size=4) for m in models]
+    monkeypatch.setattr(DecoderCache, "reorder_beams", DecoderCache.index_select)
+    assert [beam_search(m, src, beam_size=4) for m in models] == fast
 
 
 def test_outputs_respect_length_limits_and_exclude_specials() -> None:

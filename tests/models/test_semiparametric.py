@@ -18,6 +18,7 @@ from torch import nn
 
 from models.bundle import load_bundle, save_bundle
 from models.decoding import beam_search, greedy
+from models.layers import DecoderCache
 from models.registry import ARCHITECTURES, build_model
 from models.semiparametric import (
     MEMORY_MODES,
@@ -38,10 +39,10 @@ D = 32
 SIZES = dict(vocab_size=V, d_model=D, n_heads=4, enc_layers=2, dec_layers=2, d_ff=64)
 
 
-def tiny(**overrides: object) -> SemiParametricModel:
+def tiny(seed: int = 0, **overrides: object) -> SemiParametricModel:
     kw = dict(SIZES, max_len=32, max_neighbour_len=8, max_neighbours=4)
     kw.update(overrides)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = SemiParametricModel(SemiParametricConfig(**kw)).eval()
     # Random gate weights: at initialisation they are zero and every gate is sigmoid(2);
     # random ones make the gate differ per position, so the tests below can see it move.
@@ -526,3 +527,31 @@ def test_beam_1_equals_greedy_with_neighbours(retriever) -> None:
     hyps = greedy(retriever, src, neighbours=nb)
     assert beam_search(retriever, src, beam_size=1, neighbours=nb) == hyps
     assert sum(map(len, hyps)) > 0
+
+
+def test_beam_reorder_keeps_per_sentence_keys_and_moves_the_rest(batch) -> None:
+    src, _ = batch
+    model = tiny().eval()
+    state = model.encode(src, neighbours(MIXED)).index_select(torch.tensor([0, 0, 1, 1, 2, 2]))
+    cache = model.init_cache(state)
+    assert cache.per_sentence == {"cross_k", "cross_v", "memory_k", "memory_v"}
+    model.decode_step(torch.arange(3, 9), state, cache)  # per-hypothesis self_k/self_v, all unlike
+    swap = torch.tensor([1, 0, 2, 3, 5, 4])  # moves within each sentence's two beams
+    moved = cache.reorder_beams(swap)
+    for before, after in zip(cache.layers, moved.layers, strict=True):
+        assert after["memory_k"] is before["memory_k"] and after["cross_v"] is before["cross_v"]
+        assert torch.equal(after["self_k"], before["self_k"][swap])
+        assert not torch.equal(after["self_k"], before["self_k"])
+        # What was kept equals what a full reorder would give: beams of a sentence share it.
+        assert torch.equal(after["memory_v"], before["memory_v"][swap])
+    assert moved.index_select(torch.tensor([4, 5])).per_sentence == cache.per_sentence
+
+
+def test_beam_search_equals_reordering_every_cached_tensor(monkeypatch) -> None:
+    """Keeping the memory's keys/values in place on beam moves decodes as copying them."""
+    src = tokens([7, 3, 8, 5, 6, 2], width=8, g=torch.Generator().manual_seed(2))
+    nb = neighbours([[4, 0, 2], [0, 0, 0], [6, 0, 0], [3, 5, 1], [2, 2, 0], [6, 6, 6]])
+    models = [tiny(seed) for seed in range(4)]  # untrained models reorder their beams often
+    fast = [beam_search(m, src, beam_size=4, neighbours=nb) for m in models]
+    monkeypatch.setattr(DecoderCache, "reorder_beams", DecoderCache.index_select)
+    assert [beam_search(m, src, beam_size=4, neighbours=nb) for m in models] == fast
