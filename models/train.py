@@ -470,6 +470,8 @@ def finalize(
                 "averaged_checkpoints": [p.name for p in ckpts],
                 "dev_history": state["history"],
                 "tokenizer_sha256": sha256_file(tokenizer.model_file),
+                # The weights it started from (--init), so a fine-tuned bundle names its parent.
+                **{k: state[k] for k in ("init_weights_sha256",) if k in state},
             }
         },
         dtype=dtype,

@@ -121,7 +121,9 @@ def test_memory_model_learns_to_follow_its_neighbours(task) -> None:
     )
     assert [h["step"] for h in state["history"]] == [100, 200, 300, 400]
     finalize(root / "mem", root / "mem-bundle", data, tok, average_last=1, dtype="float32")
-    assert load_bundle(root / "mem-bundle").manifest["architecture"] == "semiparametric"
+    manifest = load_bundle(root / "mem-bundle").manifest
+    assert manifest["architecture"] == "semiparametric"
+    assert manifest["training"]["init_weights_sha256"] == state["init_weights_sha256"]
 
     mem = Translator.from_bundle(root / "mem-bundle")
     base = Translator.from_bundle(root / "base-bundle")
