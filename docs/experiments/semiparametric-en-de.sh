@@ -6,7 +6,8 @@
 #
 #   bash docs/experiments/semiparametric-en-de.sh
 #
-# Settings (environment): DATA prepared corpora; BASE the baseline bundle; WORK output dir;
+# Settings (environment): DATA prepared corpora; BASE the baseline bundle; INIT the bundle the
+# memory model starts from (default BASE; a memory model's bundle continues it); WORK output dir;
 # TRAIN_METHOD the retrieval the memory model trains on; CONFIG its training config; HOURS or
 # STEPS its budget; K neighbours per pool sentence precomputed for training; NB_SHARDS
 # processes that compute them at once; EVAL_K neighbours retrieved per sentence at
@@ -24,6 +25,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 DATA=${DATA:-data/en-de}
 BASE=${BASE:-models/default_bundle}
+INIT=${INIT:-$BASE}  # what stage 3 starts from: the baseline (warm start) or a memory model (run 3)
 WORK=${WORK:-runs/semiparametric}
 TRAIN_METHOD=${TRAIN_METHOD:-idf-ngram}
 CONFIG=${CONFIG:-models/configs/semiparametric-en-de.json}
@@ -107,8 +109,8 @@ echo "== 2. neighbours of the pool (general): train without itself, dev"
 neighbours general general train "$NB/train.jsonl" --exclude-self
 neighbours general general dev "$NB/dev.jsonl"
 
-echo "== 3. the CSTM model, warm-started from $BASE"
-[ -f "$MODEL/manifest.json" ] || ragmt train --data "$DATA" --config "$CONFIG" --init "$BASE" \
+echo "== 3. the CSTM model, started from $INIT"
+[ -f "$MODEL/manifest.json" ] || ragmt train --data "$DATA" --config "$CONFIG" --init "$INIT" \
   --train-neighbours "$NB/train.jsonl" --dev-neighbours "$NB/dev.jsonl" \
   --run "$WORK/run-cstm-$TRAIN_METHOD" --out "$MODEL" $(budget "$HOURS" "$STEPS")
 
