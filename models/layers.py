@@ -94,25 +94,21 @@ class DecoderCache:
 
     def index_select(self, idx: Tensor) -> DecoderCache:
         """Rows `idx` of every cached tensor (dropping finished sentences)."""
-        out = []
-        for layer in self.layers:
-            out.append({k: v.index_select(0, idx.to(v.device)) for k, v in layer.items()})
-        return DecoderCache(layers=out, step=self.step, per_sentence=self.per_sentence)
+        return self._rows(idx, keep=frozenset())
 
     def reorder_beams(self, idx: Tensor) -> DecoderCache:
         """Rows `idx` of the per-hypothesis tensors, where `idx` only moves rows among the
         beams of one sentence. The per-sentence tensors are equal on those rows and are kept
         as they are: copying them each step was most of a memory model's beam-search cost.
         """
-        out = []
-        for layer in self.layers:
-            out.append(
-                {
-                    k: v if k in self.per_sentence else v.index_select(0, idx.to(v.device))
-                    for k, v in layer.items()
-                }
-            )
-        return DecoderCache(layers=out, step=self.step, per_sentence=self.per_sentence)
+        return self._rows(idx, keep=self.per_sentence)
+
+    def _rows(self, idx: Tensor, keep: frozenset[str]) -> DecoderCache:
+        layers = [
+            {k: v if k in keep else v.index_select(0, idx.to(v.device)) for k, v in c.items()}
+            for c in self.layers
+        ]
+        return DecoderCache(layers=layers, step=self.step, per_sentence=self.per_sentence)
 
 
 # --------------------------------------------------------------------------- attention
