@@ -340,6 +340,11 @@ def build_store_cmd(
     search: str = typer.Option(
         None, help="dense-ngram: FAISS search parameters, e.g. efSearch=128 or nprobe=16"
     ),
+    target_recall: float = typer.Option(
+        None,
+        help="dense-ngram, approximate index: deepen --search (nprobe, efSearch) until recall@10 "
+        "against exact search reaches this on every width (e.g. 0.95); fails if it cannot",
+    ),
     ray: bool = typer.Option(False, "--ray", help="dense-ngram: encode on Ray workers"),
     batch_size: int = typer.Option(
         None, help="dense-ngram: sentences per encoding chunk (default 64; recorded)"
@@ -357,9 +362,9 @@ def build_store_cmd(
     if method not in METHODS:
         _fail(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
     dense = method == "dense-ngram"
-    dense_only = (model, index, search, batch_size)
+    dense_only = (model, index, search, batch_size, target_recall)
     if not dense and (any(x is not None for x in dense_only) or ray):
-        _fail("--model, --index, --search, --batch-size, --ray: dense-ngram only")
+        _fail("--model, --index, --search, --target-recall, --batch-size, --ray: dense-ngram only")
     if method == "idf-sentence" and (widths is not None or all_positions):
         _fail("--widths and --all-positions apply to the n-gram methods only")
     params: dict = {}
@@ -376,6 +381,8 @@ def build_store_cmd(
         params["search"] = search
     if batch_size is not None:
         params["batch_size"] = batch_size
+    if target_recall is not None:
+        params["target_recall"] = target_recall
     pairs = _read_pairs(corpus, split, src_lang, tgt_lang)
     bundle = (model or DEFAULT_BUNDLE) if dense else None
     languages = (src_lang, tgt_lang)
@@ -390,7 +397,10 @@ def build_store_cmd(
     manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
     active = " (active)" if activate else ""
     recall = manifest.get("recall_at_10")
-    measured = f", recall@10 {recall['all']:.3f} against Flat" if recall else ""
+    measured = ""
+    if recall:
+        search = manifest["params"]["search"]
+        measured = f", recall@10 {recall['all']:.3f} against Flat at {search}"
     _log(
         f"{method} store of {manifest['pairs']} pairs, {manifest['items']} items, "
         f"built in {manifest['build_seconds']:.1f} s{measured}: {path}{active}"

@@ -11,9 +11,10 @@
 # TRAIN_METHOD the retrieval the memory model trains on; CONFIG its training config; HOURS or
 # STEPS its budget; K neighbours per pool sentence precomputed for training; NB_SHARDS
 # processes that compute them at once; EVAL_K neighbours retrieved per sentence at
-# evaluation; DENSE_INDEX the FAISS factory of the dense stores and DENSE_SEARCH its search
-# parameters (Flat on the full pool is ~4 GB and slow to search; SQ8 codes are 4x smaller;
-# PQ64x4fs recalled only 0.58-0.72 of the exact top 10); ROBUST the mismatched stores, as
+# evaluation; DENSE_INDEX the FAISS factory of the dense stores, DENSE_SEARCH its search
+# parameters and DENSE_RECALL the recall@10 the build deepens the search to (Flat on the full
+# pool is ~4 GB and slow to search; SQ8 codes are 4x smaller; PQ64x4fs recalled only
+# 0.58-0.72 of the exact top 10; nprobe=16 alone 0.87-0.92); ROBUST the mismatched stores, as
 # domain:store pairs; FT_HOURS or FT_STEPS the fine-tuning budget per adaptation domain and
 # FT_SYSTEMS which systems are fine-tuned ("baseline cstm", empty: none); ABLATIONS the memory
 # modes trained at one smaller, equal budget ("cstm ctm tm", empty: none) with ABLATION_HOURS
@@ -35,7 +36,8 @@ K=${K:-10}
 NB_SHARDS=${NB_SHARDS:-2}
 EVAL_K=${EVAL_K:-5}
 DENSE_INDEX=${DENSE_INDEX:-IVF1024,SQ8}
-DENSE_SEARCH=${DENSE_SEARCH-nprobe=16}  # empty: none
+DENSE_SEARCH=${DENSE_SEARCH-nprobe=16}  # empty: none; the starting depth with DENSE_RECALL
+DENSE_RECALL=${DENSE_RECALL-0.95}  # recall@10 the dense stores are built to (empty: fixed search)
 DOMAINS=${DOMAINS:-general bible medical software-docs}
 METHODS=${METHODS:-idf-sentence idf-ngram dense-ngram}
 ROBUST=${ROBUST:-bible:medical medical:software-docs software-docs:bible general:medical}
@@ -99,6 +101,7 @@ for m in $METHODS; do
     if [ "$m" = dense-ngram ]; then
       extra=(--model "$BASE" --index "$DENSE_INDEX")
       [ -n "$DENSE_SEARCH" ] && extra+=(--search "$DENSE_SEARCH")
+      [ -n "$DENSE_RECALL" ] && extra+=(--target-recall "$DENSE_RECALL")
     fi
     ragmt build-store --domain "$d" --corpus "$DATA/$d" --split train --method "$m" \
       --out "$STORES/$m" "${extra[@]}"

@@ -27,7 +27,7 @@ import numpy as np
 from index_builder.columns import PairTexts
 from index_builder.retrieval.base import Neighbour, check_search_args
 from index_builder.retrieval.encoder import Encoder, encode_chunk
-from index_builder.retrieval.faiss_index import check_factory, default_search
+from index_builder.retrieval.faiss_index import check_factory, default_search, depth_knob
 from index_builder.retrieval.ngrams import WidthParams, ngram_spans, sorted_widths
 
 DEFAULT_WIDTHS = (8, 4)
@@ -53,6 +53,9 @@ class DenseNgramParams(WidthParams):
     batch_size: int = 64
     train_sample: int = 100_000  # vectors that train an IVF/PQ index
     recall_sample: int = 1_000  # corpus vectors queried to measure recall@10 against Flat
+    # Approximate indexes: deepen `search` (nprobe, efSearch) until every width's recall@10
+    # reaches this; None keeps `search` as given.
+    target_recall: float | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -65,14 +68,23 @@ class DenseNgramParams(WidthParams):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        t = self.target_recall
+        if t is not None:
+            if isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t <= 1:
+                raise ValueError(f"target_recall must be in (0, 1], got {t!r}")
+            if self.exact:
+                raise ValueError("target_recall applies to approximate indexes, not Flat")
 
     @property
     def exact(self) -> bool:
         return self.factory == "Flat"
 
     def check(self, dimension: int) -> None:
-        """ValueError unless FAISS can build the factory (checked before encoding a corpus)."""
+        """ValueError unless FAISS can build the factory and, with a target recall, has a
+        search depth to tune (checked before encoding a corpus)."""
         check_factory(self.factory, dimension, self.search)
+        if self.target_recall is not None:
+            depth_knob(self.factory)
 
 
 @dataclass(frozen=True)

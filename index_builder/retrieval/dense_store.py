@@ -11,6 +11,7 @@ time, per width and overall; None for Flat) and the `DenseNgramParams`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +22,11 @@ from index_builder.retrieval.dense import DenseIndex, DenseNgramParams, DenseNgr
 from index_builder.retrieval.encoder import Encoder, encode_corpus
 from index_builder.retrieval.faiss_index import (
     RECALL_K,
+    RecallProbe,
     apply_search,
     build_index,
     read_verified_index,
-    recall_at_k,
+    tune_search,
     write_index,
 )
 from models.artifacts import MANIFEST, ArtifactError
@@ -59,27 +61,31 @@ def write(
     if not any(len(b.row) for b in blocks):
         raise ValueError("no source sentence has a sub-word token: nothing to index")
     counts: dict[str, int] = {"items": sum(len(b.row) for b in blocks)}
-    recall: dict[str, Any] = {}
-    for width, block in zip(p.widths, blocks, strict=True):
-        counts[f"items_w{width}"] = len(block.row)
-        label = f"w{width}"
-        index = build_index(
-            block.vectors, p.factory, p.search, p.train_sample, p.seed, progress, label
+    labels = [f"w{w}" for w in p.widths]
+    indexes = []
+    for label, block in zip(labels, blocks, strict=True):
+        counts[f"items_{label}"] = len(block.row)
+        indexes.append(
+            build_index(block.vectors, p.factory, p.search, p.train_sample, p.seed, progress, label)
         )
-        if not p.exact:
-            recall[label], recall[f"queries_{label}"] = recall_at_k(
-                index, block.vectors, p.recall_sample, p.seed, RECALL_K
-            )
+    recall: dict[str, Any] = {}
+    if not p.exact:
+        probes = [RecallProbe(b.vectors, p.recall_sample, p.seed, RECALL_K) for b in blocks]
+        if p.target_recall is not None:
+            search, recalls = tune_search(indexes, probes, p.factory, p.search, p.target_recall)
+            p = replace(p, search=search)  # the store is searched as it was measured
+        else:
+            recalls = [probe.recall(index) for index, probe in zip(indexes, probes, strict=True)]
+        for label, r, probe in zip(labels, recalls, probes, strict=True):
+            recall[label], recall[f"queries_{label}"] = r, probe.queries
+        queries = sum(probe.queries for probe in probes)
+        recall["all"] = sum(r * probe.queries for r, probe in zip(recalls, probes, strict=True))
+        recall["all"] /= max(1, queries)
+        recall["k"] = RECALL_K
+    for label, block, index in zip(labels, blocks, indexes, strict=True):
         write_index(index, directory / f"{label}.faiss")
         np.save(directory / f"{label}.owner.npy", block.row.astype(np.int32), allow_pickle=False)
         np.save(directory / f"{label}.start.npy", block.start, allow_pickle=False)
-        del index
-    if recall:
-        queries = sum(recall[f"queries_w{w}"] for w in p.widths)
-        recall["all"] = sum(recall[f"w{w}"] * recall[f"queries_w{w}"] for w in p.widths) / max(
-            1, queries
-        )
-        recall["k"] = RECALL_K
     return {
         "params": p.to_dict(),
         "counts": counts,

@@ -88,17 +88,99 @@ def recall_at_k(
 ) -> tuple[float, int]:
     """(recall@k, queries): the share of the exact k nearest (brute force, `faiss.knn`) that
     `index` returns, averaged over up to `sample` corpus vectors used as queries."""
-    n = len(vectors)
-    if n == 0:
-        return 1.0, 0
-    rng = np.random.default_rng(seed + 1)
-    queries = np.ascontiguousarray(vectors[np.sort(rng.choice(n, min(n, sample), replace=False))])
-    kk = min(k, n)
-    _, exact = faiss.knn(queries, vectors, kk, metric=faiss.METRIC_L2)
-    _, approx = index.search(queries, kk)
-    hits = [len(set(a[a >= 0]) & set(e[e >= 0])) / max(1, int((e >= 0).sum()))
-            for a, e in zip(approx, exact, strict=True)]  # fmt: skip
-    return float(np.mean(hits)), len(queries)
+    probe = RecallProbe(vectors, sample, seed, k)
+    return probe.recall(index), probe.queries
+
+
+class RecallProbe:
+    """A sample of corpus vectors and their exact k nearest, computed once, so that recall can
+    be measured under several search settings of one index at the cost of the searches."""
+
+    def __init__(self, vectors: np.ndarray, sample: int, seed: int, k: int = RECALL_K) -> None:
+        n = len(vectors)
+        rng = np.random.default_rng(seed + 1)
+        rows = np.sort(rng.choice(n, min(n, sample), replace=False)) if n else np.zeros(0, int)
+        self.sample = np.ascontiguousarray(vectors[rows])
+        self.k = min(k, n)
+        self.exact = (
+            faiss.knn(self.sample, vectors, self.k, metric=faiss.METRIC_L2)[1] if n else None
+        )
+
+    @property
+    def queries(self) -> int:
+        return len(self.sample)
+
+    def recall(self, index: faiss.Index) -> float:
+        if self.exact is None:
+            return 1.0
+        _, approx = index.search(self.sample, self.k)
+        hits = [len(set(a[a >= 0]) & set(e[e >= 0])) / max(1, int((e >= 0).sum()))
+                for a, e in zip(approx, self.exact, strict=True)]  # fmt: skip
+        return float(np.mean(hits))
+
+
+# The knob that trades search time for recall, per index family, and its largest useful value
+# (None: the index's own bound, the number of inverted lists).
+_DEPTH_KNOBS = {"IVF": "nprobe", "HNSW": "efSearch"}
+_MAX_EF_SEARCH = 4096
+
+
+def depth_knob(factory: str) -> str:
+    for prefix, knob in _DEPTH_KNOBS.items():
+        if factory.startswith(prefix) or f",{prefix}" in factory:
+            return knob
+    raise ValueError(f"no search depth to tune for {factory!r} (IVF… and HNSW… have one)")
+
+
+def with_depth(search: str, knob: str, value: int) -> str:
+    """`search` with `knob` set to `value` (added when absent), other settings kept."""
+    parts = [p for p in search.split(",") if p and not p.startswith(f"{knob}=")]
+    return ",".join([f"{knob}={value}", *parts])
+
+
+def depth_of(search: str, knob: str) -> int | None:
+    for part in search.split(","):
+        if part.startswith(f"{knob}="):
+            return int(part.split("=", 1)[1])
+    return None
+
+
+def tune_search(
+    indexes: list[faiss.Index],
+    probes: list[RecallProbe],
+    factory: str,
+    search: str,
+    target: float,
+) -> tuple[str, list[float]]:
+    """The shallowest search (doubling `nprobe` or `efSearch` from `search`'s value) at which
+    every index recalls at least `target` of the exact top k; (search, recalls).
+
+    One setting serves all the indexes (a store keeps one search string). ValueError when the
+    deepest setting still misses the target: the codes are too coarse for it, and a store that
+    silently recalls less than it was asked to is worse than no store.
+    """
+    knob = depth_knob(factory)
+    depth = depth_of(search, knob) or 1
+    deepest = (
+        _MAX_EF_SEARCH
+        if knob == "efSearch"
+        else max(i.nlist for i in map(faiss.extract_index_ivf, indexes))
+    )
+    while True:
+        search = with_depth(search, knob, depth)
+        recalls = []
+        for index, probe in zip(indexes, probes, strict=True):
+            apply_search(index, search)
+            recalls.append(probe.recall(index))
+        if min(recalls) >= target:
+            return search, recalls
+        if depth >= deepest:
+            raise ValueError(
+                f"{factory} recalls {min(recalls):.3f} of the exact top {probes[0].k} at "
+                f"{search} (the deepest search), below the target {target}: use finer codes "
+                "(e.g. SQ8 instead of PQ) or a lower target"
+            )
+        depth = min(depth * 2, deepest)
 
 
 def write_index(index: faiss.Index, path: Path) -> None:

@@ -135,6 +135,7 @@ def test_bad_corpus_refused_and_nothing_written(
         (["--method", "idf-ngram", "--model", "m"], "dense-ngram only"),
         (["--method", "idf-ngram", "--ray"], "dense-ngram only"),
         (["--method", "idf-sentence", "--index", "Flat"], "dense-ngram only"),
+        (["--method", "idf-ngram", "--target-recall", "0.95"], "dense-ngram only"),
     ],
 )
 def test_bad_options_refused(

@@ -17,7 +17,15 @@ from typer.testing import CliRunner
 from index_builder.corpus import Pair
 from index_builder.retrieval.dense import DenseNgramRetriever
 from index_builder.retrieval.encoder import Encoder, bundle_sha256
-from index_builder.retrieval.faiss_index import build_index, recall_at_k
+from index_builder.retrieval.faiss_index import (
+    RecallProbe,
+    apply_search,
+    build_index,
+    depth_of,
+    recall_at_k,
+    tune_search,
+    with_depth,
+)
 from index_builder.retrieval.ngrams import ngram_spans
 from index_builder.store import build_store, load_retriever, open_store
 from models.artifacts import ArtifactError, write_manifest
@@ -262,6 +270,10 @@ def test_bad_parameters_refused_before_encoding(bundle: Path, tmp_path: Path) ->
         ({"widths": [0]}, "widths must be positive"),
         ({"stride": 2}, "unknown dense-ngram parameter"),
         ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"target_recall": 0.95}, "not Flat"),
+        ({"factory": "IVF8,Flat", "target_recall": 0}, r"target_recall must be in \(0, 1\]"),
+        ({"factory": "IVF8,Flat", "target_recall": 1.5}, r"target_recall must be in \(0, 1\]"),
+        ({"factory": "PQ8", "target_recall": 0.9}, "no search depth to tune"),
     ]:
         with pytest.raises(ValueError, match=message):
             build_store(PAIRS, "toy", "dense-ngram", tmp_path, params, model=bundle)
@@ -336,6 +348,46 @@ def test_approximate_store_reports_recall(
         assert _numpy_recall(approx.indexes[w].index, base, base[::9], 10) >= 0.9
     got, want = approx.search(QUERIES, 3), exact.search(QUERIES, 3)
     assert [[n.pair_id for n in f] for f in got] == [[n.pair_id for n in f] for f in want]
+
+
+def test_tuned_search_is_the_shallowest_that_reaches_the_target() -> None:
+    base = _clustered(4000, 32, seed=1)
+    probes = [RecallProbe(base, 300, seed=0)]
+    index = build_index(base, "IVF64,Flat", "nprobe=1", train_sample=4000, seed=0)
+    search, (measured,) = tune_search([index], probes, "IVF64,Flat", "nprobe=1", 0.97)
+    depth = depth_of(search, "nprobe")
+    assert depth is not None and depth > 1 and measured >= 0.97
+    assert _numpy_recall(index, base, base[1::13], 10) >= 0.95  # independent, another sample
+    apply_search(index, with_depth(search, "nprobe", depth // 2))
+    assert probes[0].recall(index) < 0.97  # one doubling less misses it
+
+
+def test_unreachable_recall_refused_and_nothing_written(bundle: Path, tmp_path: Path) -> None:  # noqa: F811
+    params = {"widths": WIDTHS, "factory": "IVF4,PQ2x4", "search": "nprobe=1",
+              "target_recall": 0.999}  # fmt: skip
+    with pytest.raises(ValueError, match="below the target 0.999: use finer codes"):
+        build_store(PAIRS, "toy", "dense-ngram", tmp_path, params, model=bundle)
+    assert not (tmp_path / "toy").exists() or not any((tmp_path / "toy").iterdir())
+
+
+@pytest.mark.parametrize(("factory", "knob"), [("IVF16,Flat", "nprobe"), ("HNSW8", "efSearch")])
+def test_store_built_to_a_target_recall(
+    bundle: Path,  # noqa: F811
+    flat: Path,
+    tmp_path: Path,
+    factory: str,
+    knob: str,
+) -> None:
+    params = {"widths": WIDTHS, "factory": factory, "search": f"{knob}=1", "target_recall": 0.99}
+    path = build_store(PAIRS, "toy", "dense-ngram", tmp_path, params, model=bundle)
+    m = open_store(path).manifest
+    search = m["params"]["search"]
+    assert m["params"]["target_recall"] == 0.99 and (depth_of(search, knob) or 0) > 1
+    assert all(m["recall_at_10"][f"w{w}"] >= 0.99 for w in WIDTHS)
+    approx, exact = load_retriever(path), load_retriever(flat)
+    for w in WIDTHS:  # the loaded index searches as it was measured, checked independently
+        base = exact.indexes[w].index.reconstruct_n(0, exact.indexes[w].index.ntotal)
+        assert _numpy_recall(approx.indexes[w].index, base, base[::3], 10) >= 0.98
 
 
 # --- the Ray path ----------------------------------------------------------------------------
