@@ -132,10 +132,13 @@ def beam_search(
     n_sent = src.size(0)
     limits = _length_limits(model, src, max_len_a, max_len_b)
 
-    # Encode once, then give each sentence K identical rows: row = sentence * K + beam.
+    # Encode once and project the cross-attention (and memory) keys/values once per sentence,
+    # then give each sentence K identical rows: row = sentence * K + beam. Copying rows is far
+    # cheaper than projecting K copies of them.
     state = _encode(model, src, neighbours)
-    state = state.index_select(torch.arange(n_sent, device=device).repeat_interleave(k))
     cache = model.init_cache(state)
+    rows = torch.arange(n_sent, device=device).repeat_interleave(k)
+    state, cache = state.index_select(rows), cache.index_select(rows)
     alive = list(range(n_sent))  # sentence id of each group of K rows
     scores = torch.full((n_sent, k), -math.inf, device=device)  # (A, K) summed log-probs
     scores[:, 0] = 0.0  # only beam 0 is live at first, so the K beams do not start as copies

@@ -151,9 +151,14 @@ class Neighbours:
 class SemiParametricState(EncoderState):
     """The source encoding plus the encoded memory; `index_select` reorders all of it."""
 
-    retrieved: Tensor  # (B, M, D) encoded retrieved targets, M = N * Lt
-    retrieved_pad: Tensor  # (B, M) bool, True at padding and at absent neighbours
+    retrieved: Tensor  # (B, M, D) encoded retrieved target tokens, packed (see `encode`)
+    retrieved_pad: Tensor  # (B, M) bool, True after a row's last memory token
     has_memory: Tensor  # (B,) bool, False where a row has no neighbour at all
+
+    @property
+    def all_memory(self) -> bool:
+        """Whether every row has a memory (then the gated layers skip their no-memory case)."""
+        return bool(self.has_memory.all())
 
 
 # --------------------------------------------------------------------------- memory encoder
@@ -285,9 +290,10 @@ class GatedDecoderLayer(DecoderLayer):
             mkv = (cache["memory_k"], cache["memory_v"]) if cache is not None else None
             c_m = self.memory_attn(h, state.retrieved, kv=mkv, key_padding_mask=safe_pad)
             gate = torch.sigmoid(self.gate_source(c_s) + self.gate_memory(c_m))  # (B, T, 1)
-            gate = torch.where(has, gate, torch.ones_like(gate))
-            c_m = torch.where(has, c_m, torch.zeros_like(c_m))
-            c = gate * c_s + (1 - gate) * c_m
+            if not state.all_memory:
+                gate = torch.where(has, gate, torch.ones_like(gate))
+                c_m = torch.where(has, c_m, torch.zeros_like(c_m))
+            c = torch.lerp(c_m, c_s, gate)  # gate * c_s + (1 - gate) * c_m, in one kernel
         self.last_gate = gate.detach()[..., 0]
         self.last_has_memory = state.has_memory
         return x + self.dropout(c)
@@ -363,7 +369,7 @@ class SemiParametricModel(Transformer):
                 enc = self._encode_slots(slots, n, tgt, tgt_pad, src_all, base)
                 retrieved[slots, : enc.size(1)] = enc
             retrieved = retrieved.view(b, n * lt, d)  # absent slots and padding stay zero
-        retrieved_pad = tgt_pad.view(b, n * lt)  # (B, M)
+        retrieved, retrieved_pad = _pack(retrieved, tgt_pad.view(b, n * lt))
         return SemiParametricState(
             memory=base.memory,
             src_pad=base.src_pad,
@@ -419,6 +425,22 @@ class SemiParametricModel(Transformer):
             total += float(rows.sum())
             count += rows.numel()
         return total / count if count else math.nan
+
+
+def _pack(memory: Tensor, pad: Tensor) -> tuple[Tensor, Tensor]:
+    """Each row's memory tokens moved to its front, in order, cut to the fullest row.
+
+    memory `(B, M, D)` laid out as N slots of Lt positions, pad `(B, M)` -> `(B, M', D)`,
+    `(B, M')` with M' the most tokens any row has. Attention over the memory has no notion of
+    position (the tokens carry theirs from their own encoding), so this changes no result
+    beyond the order of a sum; it drops the padding of short and absent neighbours, which was
+    most of M in a batch (every slot padded to the batch's longest neighbour), from the keys
+    and values the decoder projects and attends to at every step.
+    """
+    width = int((~pad).sum(dim=1).max()) if pad.numel() else 0
+    order = torch.argsort(pad.to(torch.uint8), dim=1, stable=True)[:, :width]  # tokens first
+    packed = memory.gather(1, order[..., None].expand(-1, -1, memory.size(2)))
+    return packed, pad.gather(1, order)
 
 
 def from_transformer(model: Transformer, config: SemiParametricConfig) -> SemiParametricModel:

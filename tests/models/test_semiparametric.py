@@ -174,13 +174,14 @@ def test_state_shapes_and_masks_with_padded_and_absent_neighbours(batch) -> None
         logits = model(src, tgt_in, nb)
     assert isinstance(state, SemiParametricState)
     assert state.memory.shape == (3, 6, D)
-    assert state.retrieved.shape == (3, 3 * 6, D)  # N * Lt positions, concatenated in time
-    expected_pad = [[j % 6 >= row[j // 6] for j in range(18)] for row in MIXED]
+    # The neighbours' tokens concatenated in time, packed: the fullest row has 4 + 2 = 6.
+    assert state.retrieved.shape == (3, 6, D)
+    expected_pad = [[j >= sum(row) for j in range(6)] for row in MIXED]
     assert state.retrieved_pad.tolist() == expected_pad
     assert state.has_memory.tolist() == [True, False, True]
     assert logits.shape == (3, 5, V) and bool(logits.isfinite().all())
     picked = state.index_select(torch.tensor([2, 2, 0, 1]))
-    assert picked.retrieved.shape == (4, 18, D)
+    assert picked.retrieved.shape == (4, 6, D)
     assert picked.has_memory.tolist() == [True, True, True, False]
     assert torch.equal(picked.retrieved[2], state.retrieved[0])
 
@@ -221,6 +222,34 @@ def test_memory_padding_does_not_change_logits(batch) -> None:
     with torch.no_grad():
         a, b = model(src, tgt_in, nb), model(src, tgt_in, wider)
     torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+def test_pack_moves_each_rows_tokens_to_the_front_in_order() -> None:
+    from models.semiparametric import _pack
+
+    memory = torch.arange(2 * 6, dtype=torch.float).view(2, 6, 1)  # 2 rows, 2 slots of 3
+    pad = torch.tensor([[False, True, True, False, False, True], [True] * 6])
+    packed, packed_pad = _pack(memory, pad)
+    assert packed[0, :, 0].tolist() == [0.0, 3.0, 4.0]  # slot 0's token, then slot 1's two
+    assert packed_pad.tolist() == [[False, False, False], [True, True, True]]
+    empty, empty_pad = _pack(memory, torch.ones(2, 6, dtype=torch.bool))
+    assert empty.shape == (2, 0, 1) and empty_pad.shape == (2, 0)
+
+
+def test_packed_memory_gives_the_unpacked_logits(batch, monkeypatch) -> None:
+    """Packing drops padding from the memory; attention over it must not change."""
+    import models.semiparametric as sp
+
+    src, tgt_in = batch
+    model = tiny()
+    nb = neighbours(MIXED)
+    with torch.no_grad():
+        packed = model(src, tgt_in, nb)
+        width = model.encode(src, nb).retrieved.size(1)
+        monkeypatch.setattr(sp, "_pack", lambda memory, pad: (memory, pad))
+        unpacked = model(src, tgt_in, nb)
+        assert model.encode(src, nb).retrieved.size(1) == 18 > width
+    torch.testing.assert_close(packed, unpacked, atol=1e-5, rtol=0)
 
 
 def test_length_groups_encode_like_one_padded_call(monkeypatch) -> None:
@@ -292,7 +321,7 @@ def test_ablations_run_and_ignore_retrieved_sources(batch, mode: str) -> None:
         state = model.encode(src, nb)
         a, b = model(src, tgt_in, nb), model(src, tgt_in, other_sources)
         none = model(src, tgt_in)
-    assert state.retrieved.shape == (3, 18, D)
+    assert state.retrieved.shape == (3, 6, D)  # packed: the fullest row holds 6 tokens
     assert a.shape == (3, 5, V) and bool(a.isfinite().all())
     assert torch.equal(a, b)
     assert torch.equal(a[1], none[1])
