@@ -119,13 +119,14 @@ class RecallProbe:
         return float(np.mean(hits))
 
 
-# The knob that trades search time for recall, per index family, and its largest useful value
-# (None: the index's own bound, the number of inverted lists).
+# The knob that trades search time for recall, per index family. nprobe is bounded by the
+# number of inverted lists (all probed: exhaustive); efSearch by this.
 _DEPTH_KNOBS = {"IVF": "nprobe", "HNSW": "efSearch"}
 _MAX_EF_SEARCH = 4096
 
 
 def depth_knob(factory: str) -> str:
+    """The search knob of `factory` that buys recall with time; ValueError if it has none."""
     for prefix, knob in _DEPTH_KNOBS.items():
         if factory.startswith(prefix) or f",{prefix}" in factory:
             return knob
@@ -139,6 +140,7 @@ def with_depth(search: str, knob: str, value: int) -> str:
 
 
 def depth_of(search: str, knob: str) -> int | None:
+    """`knob`'s value in `search`, None when it is not set."""
     for part in search.split(","):
         if part.startswith(f"{knob}="):
             return int(part.split("=", 1)[1])
