@@ -37,7 +37,7 @@ NB_SHARDS=${NB_SHARDS:-2}
 EVAL_K=${EVAL_K:-5}
 DENSE_INDEX=${DENSE_INDEX:-IVF1024,SQ8}
 DENSE_SEARCH=${DENSE_SEARCH-nprobe=16}  # empty: none; the starting depth with DENSE_RECALL
-DENSE_RECALL=${DENSE_RECALL-0.95}  # recall@10 the dense stores are built to (empty: fixed search)
+DENSE_RECALL=${DENSE_RECALL-0.95}  # recall@10 approximate dense stores are built to (empty: fixed)
 DOMAINS=${DOMAINS:-general bible medical software-docs}
 METHODS=${METHODS:-idf-sentence idf-ngram dense-ngram}
 ROBUST=${ROBUST:-bible:medical medical:software-docs software-docs:bible general:medical}
@@ -101,7 +101,7 @@ for m in $METHODS; do
     if [ "$m" = dense-ngram ]; then
       extra=(--model "$BASE" --index "$DENSE_INDEX")
       [ -n "$DENSE_SEARCH" ] && extra+=(--search "$DENSE_SEARCH")
-      [ -n "$DENSE_RECALL" ] && extra+=(--target-recall "$DENSE_RECALL")
+      [ -n "$DENSE_RECALL" ] && [ "$DENSE_INDEX" != Flat ] && extra+=(--target-recall "$DENSE_RECALL")
     fi
     ragmt build-store --domain "$d" --corpus "$DATA/$d" --split train --method "$m" \
       --out "$STORES/$m" "${extra[@]}"
