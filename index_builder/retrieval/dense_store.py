@@ -5,7 +5,9 @@ Files, per width n: ``w<n>.faiss`` (the FAISS index, `faiss.write_index`), ``w<n
 Manifest fields: ``model_sha256`` (`encoder.bundle_sha256` of the bundle that made the
 vectors), ``model_path`` (where it was, a hint for loading), ``faiss_factory``,
 ``dimension``, ``recall_at_10`` (approximate indexes: measured against exact search at build
-time, per width and overall; None for Flat) and the `DenseNgramParams`.
+time, per width and overall, at the search setting kept in ``params.search``, which a
+``target_recall`` makes the shallowest that reaches it; None for Flat) and the
+`DenseNgramParams`.
 """
 
 from __future__ import annotations
