@@ -154,11 +154,10 @@ class SemiParametricState(EncoderState):
     retrieved: Tensor  # (B, M, D) encoded retrieved target tokens, packed (see `encode`)
     retrieved_pad: Tensor  # (B, M) bool, True after a row's last memory token
     has_memory: Tensor  # (B,) bool, False where a row has no neighbour at all
-
-    @property
-    def all_memory(self) -> bool:
-        """Whether every row has a memory (then the gated layers skip their no-memory case)."""
-        return bool(self.has_memory.all())
+    # Every row has a memory: the gated layers skip their no-memory case. Set once by `encode`
+    # (reading it from the tensor at every layer and step would be a device sync on a GPU);
+    # still true for any rows `index_select` keeps, and False only costs the masking.
+    all_memory: bool = False
 
 
 # --------------------------------------------------------------------------- memory encoder
@@ -279,18 +278,20 @@ class GatedDecoderLayer(DecoderLayer):
         h = self.cross_attn_norm(x)
         kv = (cache["cross_k"], cache["cross_v"]) if cache is not None else None
         c_s = self.cross_attn(h, state.memory, kv=kv, key_padding_mask=state.src_pad)
-        has = state.has_memory[:, None, None]  # (B, 1, 1)
         if state.retrieved.size(1) == 0:  # no memory positions in the whole batch
             c, gate = c_s, torch.ones_like(c_s[..., :1])
         else:
             # Rows without memory attend to their (finite, zero-initialised) padding; the result
             # is discarded below. Not relying on a fully masked softmax: older PyTorch and some
             # kernels give NaN there, and NaN would leak into gradients through torch.where.
-            safe_pad = state.retrieved_pad & state.has_memory[:, None]  # (B, M)
+            safe_pad = state.retrieved_pad  # (B, M)
+            if not state.all_memory:
+                safe_pad = safe_pad & state.has_memory[:, None]
             mkv = (cache["memory_k"], cache["memory_v"]) if cache is not None else None
             c_m = self.memory_attn(h, state.retrieved, kv=mkv, key_padding_mask=safe_pad)
             gate = torch.sigmoid(self.gate_source(c_s) + self.gate_memory(c_m))  # (B, T, 1)
             if not state.all_memory:
+                has = state.has_memory[:, None, None]  # (B, 1, 1)
                 gate = torch.where(has, gate, torch.ones_like(gate))
                 c_m = torch.where(has, c_m, torch.zeros_like(c_m))
             c = torch.lerp(c_m, c_s, gate)  # gate * c_s + (1 - gate) * c_m, in one kernel
@@ -370,12 +371,14 @@ class SemiParametricModel(Transformer):
                 retrieved[slots, : enc.size(1)] = enc
             retrieved = retrieved.view(b, n * lt, d)  # absent slots and padding stay zero
         retrieved, retrieved_pad = _pack(retrieved, tgt_pad.view(b, n * lt))
+        has_memory = (~retrieved_pad).any(dim=1)
         return SemiParametricState(
             memory=base.memory,
             src_pad=base.src_pad,
             retrieved=retrieved,
             retrieved_pad=retrieved_pad,
-            has_memory=(~retrieved_pad).any(dim=1),
+            has_memory=has_memory,
+            all_memory=bool(has_memory.all()),
         )
 
     def _encode_slots(
