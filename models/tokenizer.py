@@ -14,6 +14,7 @@ import sentencepiece as spm
 from sacremoses import MosesPunctNormalizer
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+_THREADED_BATCH = 1024  # from this many texts on, SentencePiece's threaded list call pays
 
 
 class Tokenizer:
@@ -47,7 +48,13 @@ class Tokenizer:
         return self.sp.encode(self.normalize(text, lang))
 
     def encode_batch(self, texts: Iterable[str], lang: str) -> list[list[int]]:
-        return self.sp.encode([self.normalize(t, lang) for t in texts])
+        """SentencePiece's list call starts a thread pool on every call (0.3-0.9 ms here,
+        5 ms on a busy host, against ~15 us to encode a short sentence), so a small batch —
+        a request's query and its neighbours — is encoded string by string."""
+        normed = [self.normalize(t, lang) for t in texts]
+        if len(normed) >= _THREADED_BATCH:
+            return self.sp.encode(normed)
+        return [self.sp.encode(t) for t in normed]
 
     def decode(self, ids: list[int]) -> str:
         return self.sp.decode([i for i in ids if i >= UNK_ID])

@@ -44,3 +44,9 @@ def test_rejects_wrong_special_ids(tmp_path: Path, toy_data: Path) -> None:
     )
     with pytest.raises(ValueError, match="special ids"):
         Tokenizer(tmp_path / "bad.model")
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 1500])  # 1500: the threaded list call
+def test_encode_batch_equals_encode(toy_tokenizer: Tokenizer, n: int) -> None:
+    texts = [f"one „two“ {i} three {'red ' * (i % 5)}" for i in range(n)]
+    assert toy_tokenizer.encode_batch(texts, "en") == [toy_tokenizer.encode(t, "en") for t in texts]
