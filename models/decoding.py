@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-__all__ = ["beam_search", "greedy"]
+__all__ = ["beam_search", "beam_search_with_gates", "greedy"]
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -123,6 +123,46 @@ def beam_search(
     neighbours: as for `greedy`; the memory is encoded once per sentence, before beam expansion.
     Returns the best hypothesis per sentence, without BOS/EOS/pad.
     """
+    found = _beam_search(
+        model, src, beam_size, length_penalty, max_len_a, max_len_b, neighbours, gates=False
+    )
+    return [tokens for tokens, _ in found]
+
+
+@torch.inference_mode()
+def beam_search_with_gates(
+    model: nn.Module,
+    src: Tensor,
+    beam_size: int = 4,
+    length_penalty: float = 1.0,
+    max_len_a: float = 1.2,
+    max_len_b: float = 10,
+    *,
+    neighbours: Any,
+) -> tuple[list[list[int]], list[float | None]]:
+    """`beam_search` of a memory model, plus each output's mean memory gate.
+
+    The gate of every step is summed along each beam as it is decoded, so the mean over the
+    chosen output's positions (BOS and its tokens, as a teacher-forced pass over it would
+    give) costs no second pass. None for a sentence without a memory.
+    """
+    found = _beam_search(
+        model, src, beam_size, length_penalty, max_len_a, max_len_b, neighbours, gates=True
+    )
+    return [tokens for tokens, _ in found], [gate for _, gate in found]
+
+
+def _beam_search(
+    model: nn.Module,
+    src: Tensor,
+    beam_size: int,
+    length_penalty: float,
+    max_len_a: float,
+    max_len_b: float,
+    neighbours: Any,
+    gates: bool,
+) -> list[tuple[list[int], float | None]]:
+    """The search of `beam_search`; with `gates`, each hypothesis' mean gate (model.last_gates)."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     k = beam_size
@@ -137,6 +177,7 @@ def beam_search(
     # cheaper than projecting K copies of them.
     state = _encode(model, src, neighbours)
     cache = model.init_cache(state)
+    has_memory = state.has_memory.tolist() if gates else [False] * n_sent
     rows = torch.arange(n_sent, device=device).repeat_interleave(k)
     state, cache = state.index_select(rows), cache.index_select(rows)
     alive = list(range(n_sent))  # sentence id of each group of K rows
@@ -144,12 +185,15 @@ def beam_search(
     scores[:, 0] = 0.0  # only beam 0 is live at first, so the K beams do not start as copies
     hist = torch.empty((n_sent * k, 0), dtype=torch.long, device=device)  # (A*K, t) tokens
     last = torch.full((n_sent * k,), cfg.bos_id, dtype=torch.long, device=device)
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(n_sent)]
+    gate_sum = torch.zeros(n_sent * k, device=device)  # (A*K,) gates along each beam so far
+    finished: list[list[tuple[float, list[int], float | None]]] = [[] for _ in range(n_sent)]
     step = 0
     while alive:
         n_alive = len(alive)
         forced = torch.tensor([limits[s] == step for s in alive]).repeat_interleave(k)
         lp = _constrain(model.decode_step(last, state, cache), forced, model)  # (A*K, V)
+        if gates:
+            gate_sum = gate_sum + model.last_gates()[:, -1].float()  # this step's input included
         row_lp, row_tok = _row_candidates(lp, k)  # (A*K, n)
         n = row_lp.size(1)
         cand = (scores[:, :, None] + row_lp.view(n_alive, k, n)).view(n_alive, k * n)
@@ -166,11 +210,13 @@ def beam_search(
         if ends:
             beams = cand_beam.tolist()
             final_scores = cand_scores.tolist()
-            rows = [a * k + beams[a][j] for a, j in ends]
-            tokens = hist[torch.tensor(rows, device=device)].tolist()
-            for (a, j), toks in zip(ends, tokens, strict=True):
+            rows = torch.tensor([a * k + beams[a][j] for a, j in ends], device=device)
+            tokens = hist[rows].tolist()
+            sums = gate_sum[rows].tolist()
+            for (a, j), toks, g in zip(ends, tokens, sums, strict=True):
                 norm = ((5.0 + len(toks) + 1) / 6.0) ** length_penalty
-                finished[alive[a]].append((final_scores[a][j] / norm, toks))
+                gate = g / (len(toks) + 1) if has_memory[alive[a]] else None  # BOS + tokens
+                finished[alive[a]].append((final_scores[a][j] / norm, toks, gate))
 
         # The K best non-EOS candidates continue; EOS sorts last and is dead if picked anyway.
         rank = is_eos.long() * m + torch.arange(m, device=device)  # (A, m)
@@ -180,6 +226,8 @@ def beam_search(
         scores = cand_scores.gather(1, pick).masked_fill(is_eos.gather(1, pick), -math.inf)
         reorder = (torch.arange(n_alive, device=device)[:, None] * k + next_beam).view(-1)
         hist = torch.cat([hist.index_select(0, reorder), next_tok.view(-1, 1)], dim=1)
+        if gates:
+            gate_sum = gate_sum.index_select(0, reorder)
         cache = cache.reorder_beams(reorder)  # rows move within each sentence's K beams
         last = next_tok.view(-1)
 
@@ -192,9 +240,12 @@ def beam_search(
             rows = (groups[:, None] * k + torch.arange(k, device=device)).view(-1)
             state, cache = state.index_select(rows), cache.index_select(rows)
             hist, last = hist.index_select(0, rows), last.index_select(0, rows)
+            if gates:
+                gate_sum = gate_sum.index_select(0, rows)
             scores = scores.index_select(0, groups)
             alive = [alive[a] for a in keep]
         step += 1
 
     # max() keeps the first of equal scores: the hypothesis that ended first.
-    return [max(f, key=lambda h: h[0])[1] if f else [] for f in finished]
+    best = [max(f, key=lambda h: h[0]) if f else None for f in finished]
+    return [(b[1], b[2]) if b is not None else ([], None) for b in best]

@@ -415,6 +415,11 @@ class SemiParametricModel(Transformer):
         """src `(B, S)`, tgt_in `(B, T)`, neighbours of src -> logits `(B, T, V)`."""
         return self.decode(tgt_in, self.encode(src, neighbours))
 
+    def last_gates(self) -> Tensor:
+        """Gates of the last call `(B, T)`, averaged over the decoder layers (1.0 on rows
+        without a memory): what beam search sums along each hypothesis."""
+        return torch.stack([layer.last_gate for layer in self.decoder_layers]).mean(dim=0)
+
     def last_gate_mean(self) -> float:
         """Mean gate over the decoder layers' last call, on rows that had a memory.
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from models.bundle import LoadedBundle, load_bundle
 from models.data import pad_batch
-from models.decoding import beam_search, greedy
+from models.decoding import beam_search, beam_search_with_gates, greedy
 from models.devices import decode_autocast_dtype
 from models.semiparametric import Neighbours
 from models.tokenizer import Tokenizer
@@ -104,8 +104,9 @@ class Translator:
         """Like `translate`, plus (with `gates`) each output's mean memory gate.
 
         `neighbours[i]` are the retrieved (source, target) pairs of `texts[i]`; a model without
-        a memory ignores them. The gate is measured by one teacher-forced pass over the chosen
-        output, so it costs a forward pass, not a second search.
+        a memory ignores them. Beam search sums the gate along each hypothesis as it decodes,
+        so the gate costs no second pass; greedy decoding then runs as beam search of width 1,
+        which gives greedy's output exactly.
         """
         if neighbours is not None and len(neighbours) != len(texts):
             raise ValueError(f"{len(neighbours)} neighbour lists for {len(texts)} texts")
@@ -120,7 +121,18 @@ class Translator:
             src = pad_batch([ids[i] for i in chunk]).to(device)
             nb = self._neighbours([neighbours[i] for i in chunk]) if memory else None
             with torch.inference_mode(), self._autocast(device):
-                if options.beam_size <= 1:
+                row_gates: list[float | None] | None = None
+                if gates and nb is not None:  # beam 1 is greedy's exact output
+                    hyps, row_gates = beam_search_with_gates(
+                        self.model,
+                        src,
+                        beam_size=max(1, options.beam_size),
+                        length_penalty=options.length_penalty,
+                        max_len_a=options.max_len_a,
+                        max_len_b=options.max_len_b,
+                        neighbours=nb,
+                    )
+                elif options.beam_size <= 1:
                     hyps = greedy(
                         self.model, src, options.max_len_a, options.max_len_b, neighbours=nb
                     )
@@ -134,7 +146,6 @@ class Translator:
                         max_len_b=options.max_len_b,
                         neighbours=nb,
                     )
-                row_gates = self._gates(src, hyps, nb) if gates and nb is not None else None
             for j, (i, hyp) in enumerate(zip(chunk, hyps, strict=True)):
                 gate = None if row_gates is None else row_gates[j]
                 out[i] = Translation(self.tokenizer.decode(hyp), gate)
@@ -157,19 +168,3 @@ class Translator:
         # A pair whose either side tokenises to nothing cannot be read; drop it.
         pairs = [[(s, t) for s, t in sentence if s and t] for sentence in pairs]
         return Neighbours.from_lists(pairs, pad_id=c.pad_id)
-
-    def _gates(
-        self, src: torch.Tensor, hyps: list[list[int]], nb: Neighbours
-    ) -> list[float | None]:
-        """Mean gate per row over its output tokens and all decoder layers (None: no memory)."""
-        c = self.model.config
-        tgt_in = pad_batch([[c.bos_id, *h] for h in hyps]).to(src.device)  # (B, T)
-        self.model(src, tgt_in, nb)
-        valid = tgt_in.ne(c.pad_id).float()  # (B, T)
-        total = torch.zeros(len(hyps), device=src.device)
-        layers = 0
-        for layer in self.model.decoder_layers:
-            total += (layer.last_gate.float() * valid).sum(1) / valid.sum(1)
-            layers += 1
-        has = layer.last_has_memory
-        return [float(g) / layers if bool(h) else None for g, h in zip(total, has, strict=True)]

@@ -41,8 +41,9 @@ def bleu_table(runs: dict[str, dict], baseline: str) -> list[str]:
 
 def summary_table(runs: dict[str, dict], baseline: str) -> list[str]:
     """BLEU (Δ baseline) by evaluation and domain: the report's overview in one table."""
-    domains = list(dict.fromkeys(d for res in runs.values() for d in res))
     base = runs.get(baseline, {})
+    # the baseline's domain order (its evaluation covers all), then any it lacks
+    domains = list(dict.fromkeys([*base, *(d for res in runs.values() for d in res)]))
     out = ["| evaluation | " + " | ".join(domains) + " |", "|---|" + "---:|" * len(domains)]
     for name, res in runs.items():
         cells = []

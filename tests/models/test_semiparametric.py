@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.bundle import load_bundle, save_bundle
-from models.decoding import beam_search, greedy
+from models.decoding import beam_search, beam_search_with_gates, greedy
 from models.layers import DecoderCache
 from models.registry import ARCHITECTURES, build_model
 from models.semiparametric import (
@@ -376,6 +376,24 @@ def test_beam_search_encodes_the_memory_once_per_sentence(batch) -> None:
         assert calls == [3, 3]
     finally:
         handle.remove()
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_beam_search_gates_equal_a_teacher_forced_pass_over_the_output(batch, beam) -> None:
+    src, _ = batch
+    model = tiny()
+    nb = neighbours(MIXED)
+    hyps, gates = beam_search_with_gates(model, src, beam_size=beam, neighbours=nb)
+    assert hyps == beam_search(model, src, beam_size=beam, neighbours=nb)
+    assert gates[1] is None  # row 1 has no memory
+    assert len({len(h) for h in hyps}) > 1  # outputs of different lengths, ended at other steps
+    for i in (0, 2):
+        tgt_in = torch.tensor([[BOS, *hyps[i]]])
+        with torch.no_grad():
+            model(src[i : i + 1], tgt_in, Neighbours(src=nb.src[i : i + 1], tgt=nb.tgt[i : i + 1]))
+        expected = float(model.last_gates()[0].mean())
+        assert gates[i] == pytest.approx(expected, abs=1e-5)
+        assert 0.0 < gates[i] < 1.0
 
 
 def test_transformer_decoding_is_unchanged_without_neighbours(batch) -> None:
