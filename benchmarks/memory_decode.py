@@ -1,6 +1,8 @@
 """Decoding cost of the semi-parametric model with retrieval against the baseline without it,
 side by side in one run on one domain's test set (beam 4): latency p50/p95 at batch 1 and
 throughput at batch 32, retrieval time shown apart and included in the memory model's total.
+The memory model decodes as the service calls it, reporting each output's mean gate
+(`--no-gates`: without).
 
     python -m benchmarks.memory_decode --baseline models/default_bundle \
         --model models/semiparametric_bundle --stores STORES --domain medical
@@ -41,6 +43,12 @@ def main() -> None:
     ap.add_argument("--beam", type=int, default=4)
     ap.add_argument("--sentences", type=int, default=256, help="for the batch-32 throughput")
     ap.add_argument("--latency-sentences", type=int, default=100, help="for batch-1 latency")
+    ap.add_argument(
+        "--gates",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the memory model also reports each output's mean gate, as the service asks it to",
+    )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
 
@@ -55,17 +63,20 @@ def main() -> None:
     print(
         f"baseline {args.baseline} | memory model {args.model} | store {store.root} "
         f"({store.method}) | {args.domain} test | beam {args.beam} | "
-        f"k={args.k} on {args.device}"
+        f"k={args.k} on {args.device} | memory model gates {'on' if args.gates else 'off'}"
     )
 
     def neighbours(texts: list[str]) -> list[list[tuple[str, str]]]:
         return [[(n.source, n.target) for n in hits] for hits in retriever.search(texts, args.k)]
 
+    def decode(texts: list[str], options: DecodeOptions, nb: list) -> None:
+        memory.translate_detailed(texts, options, nb, gates=args.gates)
+
     one = DecodeOptions(beam_size=args.beam, batch_size=1)
     many = DecodeOptions(beam_size=args.beam, batch_size=32)
     warm = src[:8]
     base.translate(warm, many)
-    memory.translate(warm, many, neighbours(warm))
+    decode(warm, many, neighbours(warm))
 
     # Batch 1: the two systems alternate sentence by sentence, so drift hits both alike.
     lat_base, lat_ret, lat_dec, lat_mem = [], [], [], []
@@ -73,7 +84,7 @@ def main() -> None:
         ms, _ = _timed(lambda s=s: base.translate([s], one))
         lat_base.append(ms)
         r_ms, nb = _timed(lambda s=s: neighbours([s]))
-        d_ms, _ = _timed(lambda s=s, nb=nb: memory.translate([s], one, nb))
+        d_ms, _ = _timed(lambda s=s, nb=nb: decode([s], one, nb))
         lat_ret.append(r_ms)
         lat_dec.append(d_ms)
         lat_mem.append(r_ms + d_ms)
@@ -81,7 +92,7 @@ def main() -> None:
     batch = src[: args.sentences]
     base_ms, _ = _timed(lambda: base.translate(batch, many))
     ret_ms, nb = _timed(lambda: neighbours(batch))
-    dec_ms, _ = _timed(lambda: memory.translate(batch, many, nb))
+    dec_ms, _ = _timed(lambda: decode(batch, many, nb))
 
     def row(name: str, lat: list[float], total_ms: float | None) -> None:
         tput = f"{len(batch) / total_ms * 1000:7.1f}" if total_ms else "      -"
