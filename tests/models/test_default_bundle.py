@@ -30,7 +30,7 @@ def test_committed_bundles_verify_and_fit_the_size_budget(arch: str) -> None:
     size = sum(p.stat().st_size for p in BUNDLES[arch].iterdir())
     assert size < 40 * 2**20, size
     # A real training run, not a smoke test: at least 200 updates of its own (the served bundle
-    # is run 4, which continued run 3 for 200 updates; its manifest names run 3's weights).
+    # is run 5b, which continued run 4 for 400 updates; its manifest names run 4's weights).
     assert m["training"]["steps"] >= 200
 
 
