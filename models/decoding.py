@@ -165,6 +165,8 @@ def _beam_search(
     """The search of `beam_search`; with `gates`, each hypothesis' mean gate (model.last_gates)."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if gates and not hasattr(model, "last_gates"):
+        raise ValueError(f"{type(model).__name__} has no memory gate to report")
     k = beam_size
     cfg = model.config
     device = _device(model)
@@ -212,7 +214,7 @@ def _beam_search(
             final_scores = cand_scores.tolist()
             rows = torch.tensor([a * k + beams[a][j] for a, j in ends], device=device)
             tokens = hist[rows].tolist()
-            sums = gate_sum[rows].tolist()
+            sums = gate_sum[rows].tolist() if gates else [0.0] * len(ends)
             for (a, j), toks, g in zip(ends, tokens, sums, strict=True):
                 norm = ((5.0 + len(toks) + 1) / 6.0) ** length_penalty
                 gate = g / (len(toks) + 1) if has_memory[alive[a]] else None  # BOS + tokens

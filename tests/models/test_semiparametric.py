@@ -396,6 +396,13 @@ def test_beam_search_gates_equal_a_teacher_forced_pass_over_the_output(batch, be
         assert 0.0 < gates[i] < 1.0
 
 
+def test_beam_search_with_gates_refuses_a_model_without_a_gate(batch) -> None:
+    torch.manual_seed(0)
+    baseline = Transformer(TransformerConfig(**SIZES, max_len=32)).eval()
+    with pytest.raises(ValueError, match="no memory gate"):
+        beam_search_with_gates(baseline, batch[0], beam_size=2, neighbours=None)
+
+
 def test_transformer_decoding_is_unchanged_without_neighbours(batch) -> None:
     src, _ = batch
     torch.manual_seed(0)
