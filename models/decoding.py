@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-__all__ = ["beam_search", "beam_search_with_gates", "greedy"]
+__all__ = ["beam_search", "greedy"]
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -115,57 +115,23 @@ def beam_search(
     max_len_b: float = 10,
     *,
     neighbours: Any = None,
+    gates: list[float | None] | None = None,
 ) -> list[list[int]]:
     """Beam search with GNMT length normalisation score / ((5 + len) / 6) ** length_penalty.
 
     src `(B, S)` right-padded token ids. A sentence stops when K hypotheses have ended (the
     usual early stop) or at its length limit, where EOS is forced. `len` counts the EOS.
     neighbours: as for `greedy`; the memory is encoded once per sentence, before beam expansion.
+    gates: a list to fill with each sentence's mean memory gate (memory models only; None for a
+    sentence without a memory). The gate of every step is summed along each beam as it is
+    decoded, so the mean over the chosen output's positions (BOS and its tokens, as a
+    teacher-forced pass over it would give) costs no second pass.
     Returns the best hypothesis per sentence, without BOS/EOS/pad.
     """
-    found = _beam_search(
-        model, src, beam_size, length_penalty, max_len_a, max_len_b, neighbours, gates=False
-    )
-    return [tokens for tokens, _ in found]
-
-
-@torch.inference_mode()
-def beam_search_with_gates(
-    model: nn.Module,
-    src: Tensor,
-    beam_size: int = 4,
-    length_penalty: float = 1.0,
-    max_len_a: float = 1.2,
-    max_len_b: float = 10,
-    *,
-    neighbours: Any,
-) -> tuple[list[list[int]], list[float | None]]:
-    """`beam_search` of a memory model, plus each output's mean memory gate.
-
-    The gate of every step is summed along each beam as it is decoded, so the mean over the
-    chosen output's positions (BOS and its tokens, as a teacher-forced pass over it would
-    give) costs no second pass. None for a sentence without a memory.
-    """
-    found = _beam_search(
-        model, src, beam_size, length_penalty, max_len_a, max_len_b, neighbours, gates=True
-    )
-    return [tokens for tokens, _ in found], [gate for _, gate in found]
-
-
-def _beam_search(
-    model: nn.Module,
-    src: Tensor,
-    beam_size: int,
-    length_penalty: float,
-    max_len_a: float,
-    max_len_b: float,
-    neighbours: Any,
-    gates: bool,
-) -> list[tuple[list[int], float | None]]:
-    """The search of `beam_search`; with `gates`, each hypothesis' mean gate (model.last_gates)."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    if gates and not hasattr(model, "last_gates"):
+    track = gates is not None
+    if track and not hasattr(model, "last_gates"):
         raise ValueError(f"{type(model).__name__} has no memory gate to report")
     k = beam_size
     cfg = model.config
@@ -179,7 +145,7 @@ def _beam_search(
     # cheaper than projecting K copies of them.
     state = _encode(model, src, neighbours)
     cache = model.init_cache(state)
-    has_memory = state.has_memory.tolist() if gates else [False] * n_sent
+    has_memory = state.has_memory.tolist() if track else [False] * n_sent
     rows = torch.arange(n_sent, device=device).repeat_interleave(k)
     state, cache = state.index_select(rows), cache.index_select(rows)
     alive = list(range(n_sent))  # sentence id of each group of K rows
@@ -194,7 +160,7 @@ def _beam_search(
         n_alive = len(alive)
         forced = torch.tensor([limits[s] == step for s in alive]).repeat_interleave(k)
         lp = _constrain(model.decode_step(last, state, cache), forced, model)  # (A*K, V)
-        if gates:
+        if track:
             gate_sum = gate_sum + model.last_gates()[:, -1].float()  # this step's input included
         row_lp, row_tok = _row_candidates(lp, k)  # (A*K, n)
         n = row_lp.size(1)
@@ -214,7 +180,7 @@ def _beam_search(
             final_scores = cand_scores.tolist()
             rows = torch.tensor([a * k + beams[a][j] for a, j in ends], device=device)
             tokens = hist[rows].tolist()
-            sums = gate_sum[rows].tolist() if gates else [0.0] * len(ends)
+            sums = gate_sum[rows].tolist() if track else [0.0] * len(ends)
             for (a, j), toks, g in zip(ends, tokens, sums, strict=True):
                 norm = ((5.0 + len(toks) + 1) / 6.0) ** length_penalty
                 gate = g / (len(toks) + 1) if has_memory[alive[a]] else None  # BOS + tokens
@@ -228,7 +194,7 @@ def _beam_search(
         scores = cand_scores.gather(1, pick).masked_fill(is_eos.gather(1, pick), -math.inf)
         reorder = (torch.arange(n_alive, device=device)[:, None] * k + next_beam).view(-1)
         hist = torch.cat([hist.index_select(0, reorder), next_tok.view(-1, 1)], dim=1)
-        if gates:
+        if track:
             gate_sum = gate_sum.index_select(0, reorder)
         cache = cache.reorder_beams(reorder)  # rows move within each sentence's K beams
         last = next_tok.view(-1)
@@ -242,12 +208,14 @@ def _beam_search(
             rows = (groups[:, None] * k + torch.arange(k, device=device)).view(-1)
             state, cache = state.index_select(rows), cache.index_select(rows)
             hist, last = hist.index_select(0, rows), last.index_select(0, rows)
-            if gates:
+            if track:
                 gate_sum = gate_sum.index_select(0, rows)
             scores = scores.index_select(0, groups)
             alive = [alive[a] for a in keep]
         step += 1
 
     # max() keeps the first of equal scores: the hypothesis that ended first.
-    best = [max(f, key=lambda h: h[0]) if f else None for f in finished]
-    return [(b[1], b[2]) if b is not None else ([], None) for b in best]
+    best = [max(f, key=lambda h: h[0]) if f else (0.0, [], None) for f in finished]
+    if gates is not None:
+        gates.extend(b[2] for b in best)
+    return [b[1] for b in best]

@@ -16,7 +16,7 @@ from torch import nn
 
 from models.bundle import LoadedBundle, load_bundle
 from models.data import pad_batch
-from models.decoding import beam_search, beam_search_with_gates, greedy
+from models.decoding import beam_search, greedy
 from models.devices import decode_autocast_dtype
 from models.semiparametric import Neighbours
 from models.tokenizer import Tokenizer
@@ -121,9 +121,13 @@ class Translator:
             src = pad_batch([ids[i] for i in chunk]).to(device)
             nb = self._neighbours([neighbours[i] for i in chunk]) if memory else None
             with torch.inference_mode(), self._autocast(device):
-                row_gates: list[float | None] | None = None
-                if gates and nb is not None:  # beam 1 is greedy's exact output
-                    hyps, row_gates = beam_search_with_gates(
+                row_gates: list[float | None] | None = [] if gates and nb is not None else None
+                if options.beam_size <= 1 and row_gates is None:
+                    hyps = greedy(
+                        self.model, src, options.max_len_a, options.max_len_b, neighbours=nb
+                    )
+                else:  # with gates, beam 1 stands in for greedy (its exact output)
+                    hyps = beam_search(
                         self.model,
                         src,
                         beam_size=max(1, options.beam_size),
@@ -131,20 +135,7 @@ class Translator:
                         max_len_a=options.max_len_a,
                         max_len_b=options.max_len_b,
                         neighbours=nb,
-                    )
-                elif options.beam_size <= 1:
-                    hyps = greedy(
-                        self.model, src, options.max_len_a, options.max_len_b, neighbours=nb
-                    )
-                else:
-                    hyps = beam_search(
-                        self.model,
-                        src,
-                        beam_size=options.beam_size,
-                        length_penalty=options.length_penalty,
-                        max_len_a=options.max_len_a,
-                        max_len_b=options.max_len_b,
-                        neighbours=nb,
+                        gates=row_gates,
                     )
             for j, (i, hyp) in enumerate(zip(chunk, hyps, strict=True)):
                 gate = None if row_gates is None else row_gates[j]

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.bundle import load_bundle, save_bundle
-from models.decoding import beam_search, beam_search_with_gates, greedy
+from models.decoding import beam_search, greedy
 from models.layers import DecoderCache
 from models.registry import ARCHITECTURES, build_model
 from models.semiparametric import (
@@ -383,7 +383,8 @@ def test_beam_search_gates_equal_a_teacher_forced_pass_over_the_output(batch, be
     src, _ = batch
     model = tiny()
     nb = neighbours(MIXED)
-    hyps, gates = beam_search_with_gates(model, src, beam_size=beam, neighbours=nb)
+    gates: list[float | None] = []
+    hyps = beam_search(model, src, beam_size=beam, neighbours=nb, gates=gates)
     assert hyps == beam_search(model, src, beam_size=beam, neighbours=nb)
     assert gates[1] is None  # row 1 has no memory
     assert len({len(h) for h in hyps}) > 1  # outputs of different lengths, ended at other steps
@@ -396,11 +397,11 @@ def test_beam_search_gates_equal_a_teacher_forced_pass_over_the_output(batch, be
         assert 0.0 < gates[i] < 1.0
 
 
-def test_beam_search_with_gates_refuses_a_model_without_a_gate(batch) -> None:
+def test_beam_search_gates_refuse_a_model_without_a_gate(batch) -> None:
     torch.manual_seed(0)
     baseline = Transformer(TransformerConfig(**SIZES, max_len=32)).eval()
     with pytest.raises(ValueError, match="no memory gate"):
-        beam_search_with_gates(baseline, batch[0], beam_size=2, neighbours=None)
+        beam_search(baseline, batch[0], beam_size=2, gates=[])
 
 
 def test_transformer_decoding_is_unchanged_without_neighbours(batch) -> None:
