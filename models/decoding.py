@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from models.layers import EncoderState
+
 __all__ = ["beam_search", "greedy"]
 
 
@@ -21,10 +23,16 @@ def _device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def _encode(model: nn.Module, src: Tensor, neighbours: Any) -> Any:
-    """The model's encoder state; `neighbours` go to `encode` only when given, so models
-    without retrieval keep their one-argument `encode`."""
-    return model.encode(src) if neighbours is None else model.encode(src, neighbours)
+def _encode(model: nn.Module, src: Tensor, neighbours: Any, source: EncoderState | None) -> Any:
+    """The model's encoder state; `neighbours` and `source` (the source's encoding, made
+    earlier) go to `encode` only when given, so models without retrieval keep their
+    one-argument `encode`."""
+    extra: dict[str, Any] = {}
+    if neighbours is not None:
+        extra["neighbours"] = neighbours
+    if source is not None:
+        extra["source"] = source
+    return model.encode(src, **extra)
 
 
 def _length_limits(model: nn.Module, src: Tensor, a: float, b: float) -> list[int]:
@@ -70,16 +78,18 @@ def greedy(
     max_len_b: float = 10,
     *,
     neighbours: Any = None,
+    source: EncoderState | None = None,
 ) -> list[list[int]]:
     """Most probable next token at every step; src `(B, S)` right-padded token ids.
 
     neighbours: retrieved pairs for a retrieval model (e.g. `models.semiparametric.Neighbours`).
+    source: the model's encoder state of `src` when it was computed already (not encoded again).
     Returns one token list per sentence, without BOS/EOS/pad.
     """
     eos = model.config.eos_id
     src = src.to(_device(model))
     limits = _length_limits(model, src, max_len_a, max_len_b)
-    state = _encode(model, src, neighbours)
+    state = _encode(model, src, neighbours, source)
     cache = model.init_cache(state)
     alive = list(range(src.size(0)))  # sentence id of each row
     last = torch.full((len(alive),), model.config.bos_id, dtype=torch.long, device=src.device)
@@ -116,6 +126,7 @@ def beam_search(
     *,
     neighbours: Any = None,
     gates: list[float | None] | None = None,
+    source: EncoderState | None = None,
 ) -> list[list[int]]:
     """Beam search with GNMT length normalisation score / ((5 + len) / 6) ** length_penalty.
 
@@ -126,6 +137,7 @@ def beam_search(
     sentence without a memory). The gate of every step is summed along each beam as it is
     decoded, so the mean over the chosen output's positions (BOS and its tokens, as a
     teacher-forced pass over it would give) costs no second pass.
+    source: as for `greedy`.
     Returns the best hypothesis per sentence, without BOS/EOS/pad.
     """
     if beam_size < 1:
@@ -143,7 +155,7 @@ def beam_search(
     # Encode once and project the cross-attention (and memory) keys/values once per sentence,
     # then give each sentence K identical rows: row = sentence * K + beam. Copying rows is far
     # cheaper than projecting K copies of them.
-    state = _encode(model, src, neighbours)
+    state = _encode(model, src, neighbours, source)
     cache = model.init_cache(state)
     has_memory = state.has_memory.tolist() if track else [False] * n_sent
     rows = torch.arange(n_sent, device=device).repeat_interleave(k)

@@ -326,10 +326,19 @@ class SemiParametricModel(Transformer):
         for layer in self.decoder_layers:
             layer.reset_gate()
 
-    def encode(self, src: Tensor, neighbours: Neighbours | None = None) -> SemiParametricState:
-        """src `(B, S)` and its neighbours (None: no neighbours) -> source and memory state."""
+    def encode(
+        self,
+        src: Tensor,
+        neighbours: Neighbours | None = None,
+        source: EncoderState | None = None,
+    ) -> SemiParametricState:
+        """src `(B, S)` and its neighbours (None: no neighbours) -> source and memory state.
+
+        source: this model's encoding of `src`, made earlier (dense retrieval with a store of
+        this model's encoder computes it anyway); then the source is not encoded again.
+        """
         c = self.config
-        base = super().encode(src)
+        base = super().encode(src, source)
         b, d = src.size(0), c.d_model
         if neighbours is None:
             neighbours = Neighbours.empty(b, src.device)

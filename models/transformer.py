@@ -146,9 +146,20 @@ class Transformer(nn.Module):
         x = x + self.positions(tokens.size(1), offset).to(x.dtype)  # (T, D) broadcast over B
         return self.dropout(x)
 
-    def encode(self, src: Tensor) -> EncoderState:
-        """src `(B, S)` token ids, right-padded with pad_id -> encoder state."""
+    def encode(self, src: Tensor, source: EncoderState | None = None) -> EncoderState:
+        """src `(B, S)` token ids, right-padded with pad_id -> encoder state.
+
+        source: the state this method returned for `src` earlier (shared with dense retrieval,
+        which encodes the same sentences); checked against `src` and returned as it is.
+        """
         src_pad = src.eq(self.config.pad_id)  # (B, S)
+        if source is not None:
+            if source.memory.shape[:2] != src.shape or not torch.equal(source.src_pad, src_pad):
+                raise ValueError(
+                    f"source state {tuple(source.memory.shape[:2])} with its padding does not "
+                    f"belong to the source batch {tuple(src.shape)}"
+                )
+            return source
         x = self._embed(src)
         for layer in self.encoder_layers:
             x = layer(x, src_pad)

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import nn
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pad_sequence
 
 from models.bundle import LoadedBundle, load_bundle
 from models.data import pad_batch
 from models.decoding import beam_search, greedy
 from models.devices import decode_autocast_dtype
+from models.layers import EncoderState
 from models.semiparametric import Neighbours
 from models.tokenizer import Tokenizer
 
@@ -100,18 +102,22 @@ class Translator:
         options: DecodeOptions = DecodeOptions(),
         neighbours: Sequence[NeighbourTexts] | None = None,
         gates: bool = False,
+        sources: Sequence[Tensor | None] | None = None,
     ) -> list[Translation]:
         """Like `translate`, plus (with `gates`) each output's mean memory gate.
 
         `neighbours[i]` are the retrieved (source, target) pairs of `texts[i]`; a model without
         a memory ignores them. Beam search sums the gate along each hypothesis as it decodes,
         so the gate costs no second pass; greedy decoding then runs as beam search of width 1,
-        which gives greedy's output exactly.
+        which gives greedy's output exactly. `sources[i]`, when given, is `texts[i]`'s
+        encoding from `source_states` (dense retrieval made it); a batch whose texts all have
+        one is not encoded again, any other batch is.
         """
         if neighbours is not None and len(neighbours) != len(texts):
             raise ValueError(f"{len(neighbours)} neighbour lists for {len(texts)} texts")
-        max_src = self.model.config.max_len
-        ids = [self.tokenizer.encode(t, self.source_lang)[:max_src] for t in texts]
+        if sources is not None and len(sources) != len(texts):
+            raise ValueError(f"{len(sources)} source encodings for {len(texts)} texts")
+        ids = self._source_ids(texts)
         memory = self.uses_memory and neighbours is not None
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out: list[Translation] = [Translation("", None)] * len(texts)
@@ -120,11 +126,18 @@ class Translator:
             chunk = order[start : start + options.batch_size]
             src = pad_batch([ids[i] for i in chunk]).to(device)
             nb = self._neighbours([neighbours[i] for i in chunk]) if memory else None
+            made = [sources[i] for i in chunk] if sources is not None else []
+            source = _source_state(made, src, self.model.config.pad_id) if made else None
             with torch.inference_mode(), self._autocast(device):
                 row_gates: list[float | None] | None = [] if gates and nb is not None else None
                 if options.beam_size <= 1 and row_gates is None:
                     hyps = greedy(
-                        self.model, src, options.max_len_a, options.max_len_b, neighbours=nb
+                        self.model,
+                        src,
+                        options.max_len_a,
+                        options.max_len_b,
+                        neighbours=nb,
+                        source=source,
                     )
                 else:  # with gates, beam 1 stands in for greedy (its exact output)
                     hyps = beam_search(
@@ -136,10 +149,38 @@ class Translator:
                         max_len_b=options.max_len_b,
                         neighbours=nb,
                         gates=row_gates,
+                        source=source,
                     )
             for j, (i, hyp) in enumerate(zip(chunk, hyps, strict=True)):
                 gate = None if row_gates is None else row_gates[j]
                 out[i] = Translation(self.tokenizer.decode(hyp), gate)
+        return out
+
+    def _source_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        max_src = self.model.config.max_len
+        return [self.tokenizer.encode(t, self.source_lang)[:max_src] for t in texts]
+
+    def source_states(self, texts: Sequence[str], batch_size: int = 32) -> list[Tensor]:
+        """Each text's final encoder states `(T_i, D)`, as `translate_detailed` encodes it.
+
+        What a dense store built with this model's encoder turns into n-gram vectors, and what
+        `translate_detailed(sources=...)` takes back: a request is encoded once, not once for
+        retrieval and again for decoding. Computed in float32 without autocast, as the store's
+        vectors were, and left on the model's device.
+        """
+        ids = self._source_ids(texts)
+        if any(not x for x in ids):
+            raise ValueError("cannot encode a text with no sub-word (every key would be masked)")
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out: list[Tensor] = [torch.empty(0)] * len(texts)
+        device = next(self.model.parameters()).device
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            src = pad_batch([ids[i] for i in chunk]).to(device)
+            with torch.inference_mode():
+                memory = self.model.encode(src).memory.float()  # (B, S, D)
+            for j, i in enumerate(chunk):
+                out[i] = memory[j, : len(ids[i])]
         return out
 
     def _neighbours(self, batch: Sequence[NeighbourTexts]) -> Neighbours:
@@ -159,3 +200,19 @@ class Translator:
         # A pair whose either side tokenises to nothing cannot be read; drop it.
         pairs = [[(s, t) for s, t in sentence if s and t] for sentence in pairs]
         return Neighbours.from_lists(pairs, pad_id=c.pad_id)
+
+
+def _source_state(made: Sequence[Tensor | None], src: Tensor, pad_id: int) -> EncoderState | None:
+    """The batch's encoder state from per-text encodings `(T_i, D)`; None unless every text
+    of the batch has one (then the batch is encoded as usual)."""
+    if any(m is None for m in made):
+        return None
+    lengths = src.ne(pad_id).sum(dim=1).tolist()
+    for m, n in zip(made, lengths, strict=True):
+        if m.dim() != 2 or m.size(0) != n:
+            raise ValueError(
+                f"a source encoding of shape {tuple(m.shape)} for a text of {n} sub-words: "
+                "not this model's encoding of it"
+            )
+    memory = pad_sequence([m.to(src.device) for m in made], batch_first=True)  # (B, S, D)
+    return EncoderState(memory=memory, src_pad=src.eq(pad_id))

@@ -19,8 +19,11 @@ import anyio.to_thread
 from service.errors import NotReady, Overloaded
 from service.metrics import Metrics
 
-# decode(key, texts, neighbours or None) -> one result per text, in order; blocking.
-DecodeFn = Callable[[Any, list[str], list[list[tuple[str, str]]] | None], list[Any]]
+# decode(key, texts, neighbours or None, sources or None) -> one result per text, in order;
+# blocking. sources: each text's encoding made by retrieval (None where there is none).
+DecodeFn = Callable[
+    [Any, list[str], list[list[tuple[str, str]]] | None, list[Any] | None], list[Any]
+]
 
 
 @dataclass(eq=False)
@@ -28,6 +31,7 @@ class _Item:
     key: Hashable
     texts: list[str]
     neighbours: list[list[tuple[str, str]]] | None
+    sources: list[Any] | None
     future: asyncio.Future[list[Any]]
 
 
@@ -59,11 +63,13 @@ class DecodeBatcher:
         key: Hashable,
         texts: Sequence[str],
         neighbours: list[list[tuple[str, str]]] | None,
+        sources: list[Any] | None = None,
     ) -> list[Any]:
-        """Queue `texts` for decoding and wait for their results (input order)."""
+        """Queue `texts` for decoding and wait for their results (input order); `sources`:
+        their encodings, when retrieval made them (the decoder then does not encode again)."""
         self.check_room(len(texts))
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Item(key, list(texts), neighbours, future))
+        self._pending.append(_Item(key, list(texts), neighbours, sources, future))
         self._set_queued(self._queued + len(texts))
         self._wake.set()
         return await future
@@ -132,9 +138,12 @@ class DecodeBatcher:
             neighbours = [
                 n for item in batch for n in (item.neighbours or [[] for _ in item.texts])
             ]
+        sources = None
+        if any(item.sources is not None for item in batch):
+            sources = [x for item in batch for x in (item.sources or [None] * len(item.texts))]
         self._metrics.batch_texts.observe(len(texts))
         try:
-            out = await anyio.to_thread.run_sync(self._decode, key, texts, neighbours)
+            out = await anyio.to_thread.run_sync(self._decode, key, texts, neighbours, sources)
         except Exception as e:
             for item in batch:
                 if not item.future.done():

@@ -184,8 +184,8 @@ def _domain_retriever(domain: str, stores: Path | None, encoder: Path | None):
     """The retriever of `domain`'s active store, or a clear failure naming what is missing.
 
     `encoder`: for a dense store, the bundle that built it (None: the path its manifest
-    records). It need not be the translating model: a memory model is usually queried through
-    a store encoded by the baseline it was warm-started from.
+    records). It need not be the translating model (a store encoded by the baseline serves a
+    memory model too); the service encodes a request once when it is (`TranslationEngine`).
     """
     from index_builder.store import load_retriever, open_store
     from models.artifacts import ArtifactError

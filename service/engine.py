@@ -40,6 +40,7 @@ DEFAULT_ALIAS = "default"  # a request's model "default" (or none) means the def
 
 Neighbours = list[list[tuple[str, str]]] | None  # per text, retrieved (source, target) pairs
 Decoded = list[tuple[str, float | None]]  # per text, (translation, memory gate or None)
+Sources = list[torch.Tensor | None] | None  # per text, its encoding made by dense retrieval
 
 
 class DomainNotReady(ServiceError):
@@ -235,34 +236,62 @@ class TranslationEngine:
     def queued(self) -> int:
         return self._batcher.queued if self._batcher is not None else 0
 
-    def _decode_key(self, key: BatchKey, texts: list[str], neighbours: Neighbours) -> Decoded:
-        return self._decode(self._models[key.model], texts, key.options, neighbours)
+    def _decode_key(
+        self, key: BatchKey, texts: list[str], neighbours: Neighbours, sources: Sources
+    ) -> Decoded:
+        return self._decode(self._models[key.model], texts, key.options, neighbours, sources)
 
     def _decode(
-        self, model: LoadedModel, texts: list[str], options: DecodeOptions, neighbours: Neighbours
+        self,
+        model: LoadedModel,
+        texts: list[str],
+        options: DecodeOptions,
+        neighbours: Neighbours,
+        sources: Sources = None,
     ) -> Decoded:
         """(translation, memory gate or None) per text; blocking, one decode at a time."""
         with self._decode_lock:  # torch's threads are shared: one decode at a time
             if model.uses_memory and neighbours is not None:
-                out = model.translator.translate_detailed(texts, options, neighbours, gates=True)
+                out = model.translator.translate_detailed(
+                    texts, options, neighbours, gates=True, sources=sources
+                )
                 return [(t.text, t.gate) for t in out]
-            return [(t, None) for t in model.translator.translate(texts, options)]
+            out = model.translator.translate_detailed(texts, options, sources=sources)
+            return [(t.text, None) for t in out]
 
     async def _decode_async(
-        self, model: LoadedModel, texts: list[str], options: DecodeOptions, neighbours: Neighbours
+        self,
+        model: LoadedModel,
+        texts: list[str],
+        options: DecodeOptions,
+        neighbours: Neighbours,
+        sources: Sources = None,
     ) -> Decoded:
         """Through the shared batches when called on the app's loop, else directly (CLI)."""
         batcher = self._batcher
         if batcher is not None and asyncio.get_running_loop() is self._batcher_loop:
-            return await batcher.submit(BatchKey(model.name, options), texts, neighbours)
-        return await anyio.to_thread.run_sync(self._decode, model, texts, options, neighbours)
+            key = BatchKey(model.name, options)
+            return await batcher.submit(key, texts, neighbours, sources)
+        return await anyio.to_thread.run_sync(
+            self._decode, model, texts, options, neighbours, sources
+        )
 
-    def _search(self, lease: Lease, queries: list[str]) -> list[list[Neighbour]]:
-        """Retrieve (blocking); a dense store's encoder shares torch with decoding."""
-        if lease.store.uses_model:
-            with self._decode_lock:
-                return lease.retriever.search(queries, self.neighbours_k)
-        return lease.retriever.search(queries, self.neighbours_k)
+    def _search(
+        self, lease: Lease, model: LoadedModel, queries: list[str]
+    ) -> tuple[list[list[Neighbour]], Sources]:
+        """Retrieve (blocking): the neighbours, and the queries' encodings when the store's
+        vectors come from this model's own encoder — then the query is encoded once, for
+        retrieval and decoding alike. A dense store's encoder shares torch with decoding."""
+        retriever = lease.retriever
+        if not lease.store.uses_model:
+            return retriever.search(queries, self.neighbours_k), None
+        with self._decode_lock:
+            encodes_with = getattr(retriever, "encodes_with", None)
+            if encodes_with is None or not encodes_with(model.translator.model):
+                return retriever.search(queries, self.neighbours_k), None
+            states = model.translator.source_states(queries)
+            hits = retriever.search(queries, self.neighbours_k, states=states)  # type: ignore[call-arg]
+            return hits, list(states)
 
     # --- validation -----------------------------------------------------------------------
 
@@ -393,6 +422,7 @@ class TranslationEngine:
             if self.cache is not None:
                 self.metrics.cache_lookup(len(texts) - len(todo), len(todo))
             neighbours: dict[int, list[Neighbour]] = {}
+            sources: Sources = None
             retrieval_ms = decode_ms = 0.0
             batcher = self._batcher
             if todo and batcher is not None and asyncio.get_running_loop() is self._batcher_loop:
@@ -400,7 +430,7 @@ class TranslationEngine:
             if lease is not None and todo:
                 t0 = time.perf_counter()
                 queries = [texts[i] for i in todo]
-                hits = await anyio.to_thread.run_sync(self._search, lease, queries)
+                hits, sources = await anyio.to_thread.run_sync(self._search, lease, model, queries)
                 neighbours = dict(zip(todo, hits, strict=True))
                 retrieval_ms = _ms(t0)
                 self.metrics.retrieval.labels(domain).observe(retrieval_ms / 1000)
@@ -409,7 +439,9 @@ class TranslationEngine:
                 pairs = None
                 if lease is not None:
                     pairs = [[(n.source, n.target) for n in neighbours[i]] for i in todo]
-                out = await self._decode_async(model, [texts[i] for i in todo], options, pairs)
+                out = await self._decode_async(
+                    model, [texts[i] for i in todo], options, pairs, sources
+                )
                 decode_ms = _ms(t0)
                 fresh = []
                 for i, (translation, gate) in zip(todo, out, strict=True):

@@ -126,3 +126,20 @@ def test_experiment_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     assert "| memory model with retrieval |" in res.stdout
     assert "ratio memory model with retrieval / baseline: batch-1 p50" in res.stdout
+    assert "store encoded by the memory model: no" in res.stdout
+    assert "source encoded once" not in res.stdout
+
+    # With a dense store of the memory model's own encoder (the service's default), the
+    # benchmark also measures the path that encodes each source once.
+    own = tmp_path / "own-stores"
+    _ragmt("build-store", "--domain", "medical", "--corpus", str(data / "medical"),
+           "--split", "train", "--method", "dense-ngram", "--model", str(work / "cstm-idf-ngram"),
+           "--out", str(own), env=env)  # fmt: skip
+    bench_own = [*bench[:bench.index("--stores")], "--stores", str(own),
+                 "--domain", "medical", "--data", str(data), "--sentences", "8",
+                 "--latency-sentences", "3", "--device", "cpu"]  # fmt: skip
+    res = subprocess.run(bench_own, env=env, cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    assert "store encoded by the memory model: yes" in res.stdout
+    assert "| memory model with retrieval, source encoded once |" in res.stdout
+    assert "ratio source encoded once / baseline: batch-1 p50" in res.stdout

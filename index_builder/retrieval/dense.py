@@ -23,10 +23,13 @@ from dataclasses import dataclass, replace
 
 import faiss
 import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pad_sequence
 
 from index_builder.columns import PairTexts
 from index_builder.retrieval.base import Neighbour, check_search_args
-from index_builder.retrieval.encoder import Encoder, encode_chunk
+from index_builder.retrieval.encoder import Encoder, encode_chunk, ngram_blocks
 from index_builder.retrieval.faiss_index import check_factory, default_search, depth_knob
 from index_builder.retrieval.ngrams import WidthParams, ngram_spans, sorted_widths
 
@@ -145,16 +148,33 @@ class DenseNgramRetriever:
         for w, x in list(self.indexes.items()):
             self.indexes[w] = replace(x, index=index_to_gpu(x.index, device))
 
+    def encodes_with(self, model: nn.Module) -> bool:
+        """Whether this store's vectors come from `model`'s own encoder (the very module), so
+        that a translator of `model` can encode a query once for retrieval and decoding."""
+        return self.encoder.model is model
+
     def query_vectors(
-        self, queries: Sequence[str]
+        self, queries: Sequence[str], states: Sequence[torch.Tensor] | None = None
     ) -> tuple[list[list[int]], dict[int, dict[tuple[int, int], int]], dict[int, np.ndarray]]:
         """Sub-word ids of each query and, per width, its reduced n-gram vectors.
 
         Returns (ids, rows, vectors): ``rows[w][(q, start)]`` is the row of query q's n-gram at
         `start` in ``vectors[w]`` (M_w, D). Queries are encoded in chunks of the store's size,
-        sorted by length (less padding).
+        sorted by length (less padding); `states[q]`, when given, is query q's encoding
+        `(T_q, D)` by this store's encoder (`Translator.source_states` of the same model), and
+        nothing is encoded here.
         """
         ids = self.encoder.token_ids(queries)
+        if states is not None:
+            if len(states) != len(queries):
+                raise ValueError(f"{len(states)} query encodings for {len(queries)} queries")
+            for q, (x, toks) in enumerate(zip(states, ids, strict=True)):
+                if toks and (x.dim() != 2 or tuple(x.shape) != (len(toks), self.encoder.dimension)):
+                    raise ValueError(
+                        f"query {q}: an encoding of shape {tuple(x.shape)} for {len(toks)} "
+                        f"sub-words of dimension {self.encoder.dimension}: not this store's "
+                        "encoder's"
+                    )
         widths = self.params.widths
         present = sorted((q for q in range(len(ids)) if ids[q]), key=lambda q: (len(ids[q]), q))
         rows: dict[int, dict[tuple[int, int], int]] = {w: {} for w in widths}
@@ -162,7 +182,12 @@ class DenseNgramRetriever:
         bs = self.params.batch_size
         for lo in range(0, len(present), bs):
             chunk = present[lo : lo + bs]
-            blocks = encode_chunk(self.encoder, [ids[q] for q in chunk], widths, False)
+            chunk_ids = [ids[q] for q in chunk]
+            if states is None:
+                blocks = encode_chunk(self.encoder, chunk_ids, widths, False)
+            else:
+                made = pad_sequence([states[q].float().cpu() for q in chunk], batch_first=True)
+                blocks = ngram_blocks(made, chunk_ids, widths, False)
             for w, block in zip(widths, blocks, strict=True):
                 base = sum(len(p) for p in parts[w])
                 for g, (r, a) in enumerate(zip(block.row, block.start, strict=True)):
@@ -180,9 +205,12 @@ class DenseNgramRetriever:
         queries: Sequence[str],
         k: int,
         exclude: Sequence[Collection[int]] | None = None,
+        states: Sequence[torch.Tensor] | None = None,
     ) -> list[list[Neighbour]]:
+        """`Retriever.search`; `states`: the queries' encodings made already (see
+        `query_vectors`)."""
         check_search_args(queries, k, exclude)
-        ids, rows, vectors = self.query_vectors(queries)
+        ids, rows, vectors = self.query_vectors(queries, states)
         hits = {}
         for w, x in self.indexes.items():
             depth = min(_FIRST_DEPTH, x.index.ntotal)

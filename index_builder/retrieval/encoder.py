@@ -98,7 +98,18 @@ def encode_chunk(
 ) -> list[NgramBlock]:
     """N-gram mean vectors of non-empty sentences, one block per width (rows = positions in
     `ids`); the reduced n-gram set, or every position with `all_positions`."""
-    states = encoder.states(ids).double()  # (B, T, D); sums in float64, then float32
+    return ngram_blocks(encoder.states(ids), ids, widths, all_positions)
+
+
+def ngram_blocks(
+    states: torch.Tensor,
+    ids: Sequence[Sequence[int]],
+    widths: Sequence[int],
+    all_positions: bool,
+) -> list[NgramBlock]:
+    """`encode_chunk` from encoder states `(B, T, D)` of `ids` already computed (right-padded;
+    padding is never summed)."""
+    states = states.double()  # (B, T, D); sums in float64, then float32
     prefix = torch.zeros(states.size(0), states.size(1) + 1, states.size(2), dtype=torch.float64)
     prefix[:, 1:] = states.cumsum(dim=1)
     blocks = []

@@ -30,6 +30,7 @@ from index_builder.retrieval.ngrams import ngram_spans
 from index_builder.store import build_store, load_retriever, open_store
 from models.artifacts import ArtifactError, write_manifest
 from models.bundle import load_bundle, save_bundle, update_eval
+from models.translator import Translator
 from service.cli import app
 from tests.service.conftest import bundle  # noqa: F401  (the tiny en->de bundle fixture)
 from tests.toy import gloss, toy_pairs
@@ -261,6 +262,30 @@ def test_batching_does_not_change_answers(flat: Path) -> None:
     for a, b in zip(alone, together[::7], strict=True):
         assert [n.pair_id for n in a] == [n.pair_id for n in b]
         assert [n.score for n in a] == pytest.approx([n.score for n in b], abs=1e-4)
+
+
+def test_query_encodings_shared_with_the_translator(flat: Path, bundle: Path) -> None:  # noqa: F811
+    """A store of the served model's own encoder takes the translator's source encodings:
+    the same neighbours as encoding the queries itself, and nothing encoded twice."""
+    loaded = load_bundle(bundle)
+    r = load_retriever(open_store(flat), loaded)
+    translator = Translator.from_loaded(loaded)
+    assert r.encodes_with(translator.model)
+    assert not r.encodes_with(load_bundle(bundle).model)  # equal weights, another module
+    queries = QUERIES + [p.source for p in PAIRS[:40:3]]
+    states = translator.source_states(queries)
+    alone = r.search(queries, 5)
+    shared = r.search(queries, 5, states=states)
+    for a, b in zip(alone, shared, strict=True):
+        assert [n.pair_id for n in a] == [n.pair_id for n in b]
+        assert [n.score for n in a] == pytest.approx([n.score for n in b], abs=1e-4)
+    # The given encodings are what is searched: zeros of the right shapes find other pairs.
+    blank = r.search(queries, 5, states=[torch.zeros_like(x) for x in states])
+    assert [[n.pair_id for n in h] for h in blank] != [[n.pair_id for n in h] for h in alone]
+    with pytest.raises(ValueError, match="not this store's encoder's"):
+        r.search(queries, 5, states=states[1:] + states[:1])
+    with pytest.raises(ValueError, match="query encodings for"):
+        r.search(queries, 5, states=states[:-1])
 
 
 def test_bad_parameters_refused_before_encoding(bundle: Path, tmp_path: Path) -> None:  # noqa: F811

@@ -397,6 +397,49 @@ def test_beam_search_gates_equal_a_teacher_forced_pass_over_the_output(batch, be
         assert 0.0 < gates[i] < 1.0
 
 
+def count_source_encodings(model: Transformer) -> tuple[list[int], object]:
+    """Rows given to the source encoder's first layer, one entry per call."""
+    calls: list[int] = []
+    handle = model.encoder_layers[0].register_forward_hook(
+        lambda _m, args, _out: calls.append(args[0].size(0))
+    )
+    return calls, handle
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_source_encoded_earlier_is_not_encoded_again(batch, beam) -> None:
+    """Dense retrieval with the served model's store encodes the source already; decoding
+    takes that state and gives the same outputs and gates as encoding it itself."""
+    src, _ = batch
+    model = tiny()
+    nb = neighbours(MIXED)
+    with torch.no_grad():
+        source = model.encode(src)  # as `Translator.source_states` makes it
+    alone: list[float | None] = []
+    expected = beam_search(model, src, beam_size=beam, neighbours=nb, gates=alone)
+    calls, handle = count_source_encodings(model)
+    try:
+        shared: list[float | None] = []
+        hyps = beam_search(model, src, beam_size=beam, neighbours=nb, gates=shared, source=source)
+        assert calls == []  # the memory was encoded (conditioned on `source`), the source not
+        assert greedy(model, src, neighbours=nb, source=source) == greedy(model, src, neighbours=nb)
+        assert calls == [3]  # the second greedy call encoded its source: the hook counts
+    finally:
+        handle.remove()
+    assert hyps == expected and shared == alone
+
+
+def test_a_source_state_of_another_batch_is_refused(batch) -> None:
+    src, _ = batch
+    model = tiny()
+    with torch.no_grad():
+        other = model.encode(src[:2])
+        shorter = model.encode(src[:, :-1])
+    for state in (other, shorter):
+        with pytest.raises(ValueError, match="does not belong to the source batch"):
+            beam_search(model, src, beam_size=2, neighbours=neighbours(MIXED), source=state)
+
+
 def test_beam_search_gates_refuse_a_model_without_a_gate(batch) -> None:
     torch.manual_seed(0)
     baseline = Transformer(TransformerConfig(**SIZES, max_len=32)).eval()
@@ -575,6 +618,17 @@ def test_answer_only_in_the_neighbours_is_learned_and_needs_them(retriever) -> N
     # Neighbours of other sentences do not help either: the right pair must be read.
     shifted = Neighbours(src=nb.src.roll(1, dims=0), tgt=nb.tgt.roll(1, dims=0))
     assert exact(greedy(retriever, src, neighbours=shifted), refs) <= 20
+
+
+def test_a_given_source_state_is_what_the_model_reads(retriever) -> None:
+    """The shared source state is really used: the lookup task needs the source to pick the
+    matching neighbour, and a state of zeros (right shape and padding) loses it."""
+    src, _, _, nb, refs = lookup_batch(100, torch.Generator().manual_seed(98))
+    with torch.no_grad():
+        state = retriever.encode(src)
+    assert exact(greedy(retriever, src, neighbours=nb, source=state), refs) >= 90
+    blank = dataclasses.replace(state, memory=torch.zeros_like(state.memory))
+    assert exact(greedy(retriever, src, neighbours=nb, source=blank), refs) <= 70
 
 
 def test_beam_1_equals_greedy_with_neighbours(retriever) -> None:

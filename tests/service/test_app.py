@@ -179,7 +179,7 @@ def test_unexpected_error_is_500_without_trace(bundle: Path, monkeypatch) -> Non
     def boom(*_args, **_kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr("models.translator.Translator.translate", boom)
+    monkeypatch.setattr("models.translator.Translator.translate_detailed", boom)
     with TestClient(create_app(settings(bundle)), raise_server_exceptions=False) as c:
         resp = c.post(URL, json={"texts": ["one"]})
     assert resp.status_code == 500

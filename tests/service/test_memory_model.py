@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from index_builder.corpus import Pair
+from index_builder.store import build_store, set_active
 from models.bundle import load_bundle, save_bundle
 from models.semiparametric import SemiParametricConfig, from_transformer
+from models.translator import DecodeOptions, Translator
 from service.app import create_app
 from service.settings import Settings
 from tests.service.conftest import make_store, running
@@ -81,3 +84,46 @@ async def test_baseline_returns_neighbours_as_provenance(bundle: Path, tmp_path:
         assert result["translation"] == "rot haus" and result["neighbours"]
         assert "gate" not in result
         assert resp.json()["timings"]["retrieval_ms"] > 0
+
+
+async def test_dense_store_of_the_served_model_encodes_each_request_once(
+    memory_bundle: Path, tmp_path: Path
+) -> None:
+    """A dense store built with the served bundle's own encoder: the request's source is
+    encoded once, for retrieval and decoding alike, and the translation and gate are those of
+    decoding with the same neighbours directly."""
+    pytest.importorskip("faiss")
+    stores = tmp_path / "stores"
+    pairs = [Pair(s, t) for s, t in toy_pairs(40, seed=9)]
+    version = build_store(
+        pairs, "toy", "dense-ngram", stores, {"widths": [2, 1]}, model=memory_bundle
+    )
+    set_active(stores, "toy", version.name)
+    settings = Settings(model_path=memory_bundle, stores_dir=stores, beam_size=2, neighbours_k=3)
+    app = create_app(settings)
+    texts = ["red house two", "one two", "blue tree"]
+    async with running(app) as c:
+        model = app.state.engine.models[0].translator.model
+        calls: list[int] = []
+        handle = model.encoder_layers[0].register_forward_hook(
+            lambda _m, args, _out: calls.append(args[0].size(0))
+        )
+        try:
+            resp = await c.post(
+                "/v1/translate", json={"texts": texts, "domain": "toy", "return_neighbours": True}
+            )
+        finally:
+            handle.remove()
+        assert resp.status_code == 200, resp.text
+        assert calls == [3]  # one pass over the three texts; retrieval's and decoding's
+    results = resp.json()["results"]
+    direct = Translator.from_bundle(memory_bundle).translate_detailed(
+        texts,
+        DecodeOptions(beam_size=2),
+        [[(n["source"], n["target"]) for n in r["neighbours"]] for r in results],
+        gates=True,
+    )
+    for r, d in zip(results, direct, strict=True):
+        assert r["store_version"] == version.name and r["neighbours"]
+        assert r["translation"] == d.text
+        assert r["gate"] == pytest.approx(d.gate, abs=1e-5)
