@@ -27,12 +27,11 @@ def _encode(model: nn.Module, src: Tensor, neighbours: Any, source: EncoderState
     """The model's encoder state; `neighbours` and `source` (the source's encoding, made
     earlier) go to `encode` only when given, so models without retrieval keep their
     one-argument `encode`."""
-    extra: dict[str, Any] = {}
-    if neighbours is not None:
-        extra["neighbours"] = neighbours
-    if source is not None:
-        extra["source"] = source
-    return model.encode(src, **extra)
+    if source is None:
+        return model.encode(src) if neighbours is None else model.encode(src, neighbours)
+    if neighbours is None:
+        return model.encode(src, source=source)
+    return model.encode(src, neighbours, source=source)
 
 
 def _length_limits(model: nn.Module, src: Tensor, a: float, b: float) -> list[int]:
