@@ -7,7 +7,7 @@ the same way.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,16 +119,12 @@ class Translator:
             raise ValueError(f"{len(sources)} source encodings for {len(texts)} texts")
         ids = self._source_ids(texts)
         memory = self.uses_memory and neighbours is not None
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out: list[Translation] = [Translation("", None)] * len(texts)
-        device = next(self.model.parameters()).device
-        for start in range(0, len(order), options.batch_size):
-            chunk = order[start : start + options.batch_size]
-            src = pad_batch([ids[i] for i in chunk]).to(device)
+        for chunk, src in self._length_batches(ids, options.batch_size):
             nb = self._neighbours([neighbours[i] for i in chunk]) if memory else None
             made = [sources[i] for i in chunk] if sources is not None else []
             source = _source_state(made, src, self.model.config.pad_id) if made else None
-            with torch.inference_mode(), self._autocast(device):
+            with torch.inference_mode(), self._autocast(src.device):
                 row_gates: list[float | None] | None = [] if gates and nb is not None else None
                 if options.beam_size <= 1 and row_gates is None:
                     hyps = greedy(
@@ -156,6 +152,17 @@ class Translator:
                 out[i] = Translation(self.tokenizer.decode(hyp), gate)
         return out
 
+    def _length_batches(
+        self, ids: Sequence[list[int]], batch_size: int
+    ) -> Iterator[tuple[list[int], Tensor]]:
+        """(positions in `ids`, padded batch `(B, S)` on the model's device), sorted by length
+        so that a batch pads little; translating and encoding batch the same way."""
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        device = next(self.model.parameters()).device
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            yield chunk, pad_batch([ids[i] for i in chunk]).to(device)
+
     def _source_ids(self, texts: Sequence[str]) -> list[list[int]]:
         max_src = self.model.config.max_len
         return [self.tokenizer.encode(t, self.source_lang)[:max_src] for t in texts]
@@ -171,12 +178,8 @@ class Translator:
         ids = self._source_ids(texts)
         if any(not x for x in ids):
             raise ValueError("cannot encode a text with no sub-word (every key would be masked)")
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out: list[Tensor] = [torch.empty(0)] * len(texts)
-        device = next(self.model.parameters()).device
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            src = pad_batch([ids[i] for i in chunk]).to(device)
+        for chunk, src in self._length_batches(ids, batch_size):
             with torch.inference_mode():
                 memory = self.model.encode(src).memory.float()  # (B, S, D)
             for j, i in enumerate(chunk):
