@@ -151,14 +151,13 @@ def beam_search(
     n_sent = src.size(0)
     limits = _length_limits(model, src, max_len_a, max_len_b)
 
-    # Encode once and project the cross-attention (and memory) keys/values once per sentence,
-    # then give each sentence K identical rows: row = sentence * K + beam. Copying rows is far
-    # cheaper than projecting K copies of them.
+    # Encode once and project the cross-attention (and memory) keys/values once per sentence.
+    # The state and those keys/values keep one row per sentence: the K hypotheses of a sentence
+    # are K consecutive decoder rows (row = sentence * K + beam) that attention reads them with
+    # (`MultiHeadAttention`); copying them per beam was most of a memory model's decoding time.
     state = _encode(model, src, neighbours, source)
     cache = model.init_cache(state)
     has_memory = state.has_memory.tolist() if track else [False] * n_sent
-    rows = torch.arange(n_sent, device=device).repeat_interleave(k)
-    state, cache = state.index_select(rows), cache.index_select(rows)
     alive = list(range(n_sent))  # sentence id of each group of K rows
     scores = torch.full((n_sent, k), -math.inf, device=device)  # (A, K) summed log-probs
     scores[:, 0] = 0.0  # only beam 0 is live at first, so the K beams do not start as copies
@@ -217,7 +216,7 @@ def beam_search(
         if len(keep) < n_alive:
             groups = torch.tensor(keep, dtype=torch.long, device=device)
             rows = (groups[:, None] * k + torch.arange(k, device=device)).view(-1)
-            state, cache = state.index_select(rows), cache.index_select(rows)
+            state, cache = state.index_select(groups), cache.select_sentences(groups, rows)
             hist, last = hist.index_select(0, rows), last.index_select(0, rows)
             if track:
                 gate_sum = gate_sum.index_select(0, rows)

@@ -89,17 +89,32 @@ class DecoderCache:
     layers: list[dict[str, Tensor]]
     step: int = 0
     # Keys whose tensors are functions of the encoder state alone (cross-attention and memory
-    # keys/values, from `init_cache`): every beam of a sentence holds the same rows of them.
+    # keys/values, from `init_cache`): beam search holds them once per sentence, and all the
+    # sentence's beams read that row (they would hold equal copies otherwise).
     per_sentence: frozenset[str] = frozenset()
 
     def index_select(self, idx: Tensor) -> DecoderCache:
         """Rows `idx` of every cached tensor (dropping finished sentences)."""
         return self._rows(idx, keep=frozenset())
 
+    def select_sentences(self, sentences: Tensor, rows: Tensor) -> DecoderCache:
+        """Keep `sentences` of the per-sentence tensors and `rows` of the per-hypothesis ones:
+        beam search holds one row per sentence of the former (its K beams share it, see
+        `MultiHeadAttention`) and K of the latter, and drops finished sentences from both."""
+        per_hyp = self._rows(rows, keep=self.per_sentence)
+        layers = [
+            {
+                k: v.index_select(0, sentences.to(v.device)) if k in self.per_sentence else v
+                for k, v in c.items()
+            }
+            for c in per_hyp.layers
+        ]
+        return DecoderCache(layers=layers, step=self.step, per_sentence=self.per_sentence)
+
     def reorder_beams(self, idx: Tensor) -> DecoderCache:
         """Rows `idx` of the per-hypothesis tensors, where `idx` only moves rows among the
-        beams of one sentence. The per-sentence tensors are equal on those rows and are kept
-        as they are: copying them each step was most of a memory model's beam-search cost.
+        beams of one sentence. The per-sentence tensors are the same for those beams and are
+        kept as they are (one row per sentence, or equal rows where a caller expanded them).
         """
         return self._rows(idx, keep=self.per_sentence)
 
@@ -119,6 +134,10 @@ class MultiHeadAttention(nn.Module):
 
     Keys/values come from `kv` when given (precomputed cross-attention keys or a self-attention
     cache), else from projecting `key_value` (cross-attention), else from `query` (self-attention).
+
+    Precomputed keys/values may have fewer rows than the query: in beam search each sentence's
+    K hypotheses are K consecutive query rows that read one row of cross-attention keys/values,
+    so these are neither copied per beam nor read K times (see `DecoderCache`).
     """
 
     def __init__(self, d_model: int, n_heads: int, attn_dropout: float = 0.0) -> None:
@@ -164,7 +183,10 @@ class MultiHeadAttention(nn.Module):
         b, t, d = query.shape
         if kv is None:
             kv = self.project_kv(query if key_value is None else key_value)
-        k, v = kv  # (B, H, S, Dh)
+        k, v = kv  # (G, H, S, Dh), G = B or B/K
+        groups = k.size(0)
+        if groups != b:
+            return self._grouped(query, k, v, key_padding_mask, causal)
         q = self._split(self.q_proj(query))  # (B, H, T, Dh)
         s = k.size(-2)
 
@@ -188,6 +210,29 @@ class MultiHeadAttention(nn.Module):
             is_causal=is_causal,
         )  # (B, H, T, Dh)
         return self.out_proj(out.transpose(1, 2).reshape(b, t, d))
+
+    def _grouped(
+        self, query: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
+    ) -> Tensor:
+        """Attention where K consecutive query rows `(G*K, T, D)` share one key/value row
+        `(G, H, S, Dh)`: the K rows become K*T queries of that row, a plain cross-attention."""
+        b, t, d = query.shape
+        groups = k.size(0)
+        if causal or b % groups:
+            raise ValueError(
+                f"{b} query rows cannot share {groups} key/value rows"
+                + (" under a causal mask" if causal else "")
+            )
+        if key_padding_mask is not None and key_padding_mask.size(0) != groups:
+            raise ValueError(
+                f"key padding for {key_padding_mask.size(0)} rows, keys/values have {groups}"
+            )
+        out = self(
+            query.reshape(groups, (b // groups) * t, d),
+            kv=(k, v),
+            key_padding_mask=key_padding_mask,
+        )  # (G, K*T, D)
+        return out.reshape(b, t, d)
 
 
 class FeedForward(nn.Module):

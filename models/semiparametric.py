@@ -291,13 +291,20 @@ class GatedDecoderLayer(DecoderLayer):
             c_m = self.memory_attn(h, state.retrieved, kv=mkv, key_padding_mask=safe_pad)
             gate = torch.sigmoid(self.gate_source(c_s) + self.gate_memory(c_m))  # (B, T, 1)
             if not state.all_memory:
-                has = state.has_memory[:, None, None]  # (B, 1, 1)
+                has = _per_row(state.has_memory, x.size(0))[:, None, None]  # (B, 1, 1)
                 gate = torch.where(has, gate, torch.ones_like(gate))
                 c_m = torch.where(has, c_m, torch.zeros_like(c_m))
             c = torch.lerp(c_m, c_s, gate)  # gate * c_s + (1 - gate) * c_m, in one kernel
         self.last_gate = gate.detach()[..., 0]
-        self.last_has_memory = state.has_memory
+        self.last_has_memory = _per_row(state.has_memory, x.size(0))
         return x + self.dropout(c)
+
+
+def _per_row(per_sentence: Tensor, rows: int) -> Tensor:
+    """A per-sentence vector `(G,)` for `rows` decoder rows: beam search decodes K consecutive
+    rows per sentence against one row of the state (`MultiHeadAttention`)."""
+    groups = per_sentence.size(0)
+    return per_sentence if groups == rows else per_sentence.repeat_interleave(rows // groups)
 
 
 # --------------------------------------------------------------------------- model

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from models.decoding import beam_search, greedy
-from models.layers import DecoderCache
 from models.transformer import Transformer, TransformerConfig
+from tests.models.per_row import PerRowDecoding
 
 # One thread: the test machine is small and shared, and more threads only contend.
 torch.set_num_threads(1)
@@ -108,19 +108,23 @@ def test_beam_one_equals_greedy_on_random_models(seed: int) -> None:
         assert beam_search(model, src, beam_size=1, max_len_a=a, max_len_b=b) == want
 
 
-def test_beam_reorder_that_keeps_per_sentence_keys_decodes_as_a_full_reorder(
-    reverser, held_out, monkeypatch
+def test_beams_sharing_per_sentence_keys_decode_as_keys_held_per_hypothesis(
+    reverser, held_out
 ) -> None:
-    """Beam moves leave the cross-attention keys/values in place (beams of a sentence share
-    them); the hypotheses must be those of reordering every cached tensor."""
+    """Beam search keeps the cross-attention keys/values once per sentence, read by all its
+    beams; the hypotheses must be those of holding (and reordering) them per hypothesis."""
     src = held_out[0][:16]
     models = [reverser]
     for seed in range(3):  # untrained models: their beams reorder at almost every step
         torch.manual_seed(seed)
         models.append(Transformer(tiny_config(d_model=32, d_ff=64, max_len=24)).eval())
-    fast = [beam_search(m, src, beam_size=4) for m in models]
-    monkeypatch.setattr(DecoderCache, "reorder_beams", DecoderCache.index_select)
-    assert [beam_search(m, src, beam_size=4) for m in models] == fast
+    for m in models:
+        reference = PerRowDecoding(m)
+        assert beam_search(m, src, beam_size=4) == beam_search(reference, src, beam_size=4)
+        # The state had one row per live sentence at every step, never one per beam.
+        assert all(rows == 4 * groups for groups, rows in reference.group_sizes)
+        assert reference.group_sizes[0] == (16, 64)
+        assert reference.group_sizes[-1][0] < 16  # finished sentences were dropped
 
 
 def test_outputs_respect_length_limits_and_exclude_specials() -> None:

@@ -18,7 +18,6 @@ from torch import nn
 
 from models.bundle import load_bundle, save_bundle
 from models.decoding import beam_search, greedy
-from models.layers import DecoderCache
 from models.registry import ARCHITECTURES, build_model
 from models.semiparametric import (
     MEMORY_MODES,
@@ -30,6 +29,7 @@ from models.semiparametric import (
     from_transformer,
 )
 from models.transformer import Transformer, TransformerConfig
+from tests.models.per_row import PerRowDecoding
 
 # One thread: the test machine is small and shared, and more threads only contend.
 torch.set_num_threads(1)
@@ -656,11 +656,37 @@ def test_beam_reorder_keeps_per_sentence_keys_and_moves_the_rest(batch) -> None:
     assert moved.index_select(torch.tensor([4, 5])).per_sentence == cache.per_sentence
 
 
-def test_beam_search_equals_reordering_every_cached_tensor(monkeypatch) -> None:
-    """Keeping the memory's keys/values in place on beam moves decodes as copying them."""
+def test_beam_search_sharing_the_memory_equals_holding_it_per_hypothesis() -> None:
+    """The memory's keys/values and the state are kept once per sentence and read by all its
+    beams (never copied per beam or on beam moves); outputs and gates must be those of holding
+    every cached tensor per hypothesis, with rows without a memory among them."""
     src = tokens([7, 3, 8, 5, 6, 2], width=8, g=torch.Generator().manual_seed(2))
     nb = neighbours([[4, 0, 2], [0, 0, 0], [6, 0, 0], [3, 5, 1], [2, 2, 0], [6, 6, 6]])
-    models = [tiny(seed) for seed in range(4)]  # untrained models reorder their beams often
-    fast = [beam_search(m, src, beam_size=4, neighbours=nb) for m in models]
-    monkeypatch.setattr(DecoderCache, "reorder_beams", DecoderCache.index_select)
-    assert [beam_search(m, src, beam_size=4, neighbours=nb) for m in models] == fast
+    for seed in range(4):  # untrained models reorder their beams often
+        model = tiny(seed)
+        reference = PerRowDecoding(model)
+        shared_gates: list[float | None] = []
+        row_gates: list[float | None] = []
+        shared = beam_search(model, src, beam_size=4, neighbours=nb, gates=shared_gates)
+        assert beam_search(reference, src, beam_size=4, neighbours=nb, gates=row_gates) == shared
+        assert shared_gates[1] is None and row_gates[1] is None
+        torch.testing.assert_close(
+            [g for g in shared_gates if g is not None],
+            [g for g in row_gates if g is not None],
+            atol=1e-6,
+            rtol=0,
+        )
+        assert all(rows == 4 * groups for groups, rows in reference.group_sizes)
+
+
+def test_dropping_finished_sentences_keeps_their_shared_and_beam_rows(batch) -> None:
+    src, _ = batch
+    model = tiny().eval()
+    state = model.encode(src, neighbours(MIXED))
+    cache = model.init_cache(state)  # one row per sentence
+    model.decode_step(torch.arange(3, 9), state, cache)  # 3 sentences x 2 beams
+    kept = cache.select_sentences(torch.tensor([0, 2]), torch.tensor([0, 1, 4, 5]))
+    for before, after in zip(cache.layers, kept.layers, strict=True):
+        assert torch.equal(after["memory_k"], before["memory_k"][[0, 2]])
+        assert torch.equal(after["self_v"], before["self_v"][[0, 1, 4, 5]])
+    assert kept.per_sentence == cache.per_sentence and kept.step == cache.step

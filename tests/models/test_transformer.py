@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.layers import DecoderCache, EncoderState
+from models.layers import DecoderCache, EncoderState, MultiHeadAttention
 from models.registry import ARCHITECTURES, build_model
 from models.transformer import Transformer, TransformerConfig
 
@@ -169,3 +169,25 @@ def test_training_mode_dropout_is_active_and_eval_is_deterministic() -> None:
         assert torch.equal(model(src, tgt), model(src, tgt))
         model.train()
         assert not torch.equal(model(src, tgt), model(src, tgt))
+
+
+def test_attention_rows_sharing_keys_equal_rows_with_their_own_copy() -> None:
+    """K consecutive query rows may read one key/value row (a sentence's beams): the result is
+    that of giving each row its own copy; a causal or uneven grouping is refused."""
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(16, 4).eval()
+    keys = torch.randn(3, 5, 16)
+    pad = torch.tensor([[False] * 5, [False, False, True, True, True], [False] * 4 + [True]])
+    query = torch.randn(6, 2, 16)  # 3 sentences x 2 rows, 2 positions each
+    kv = attn.project_kv(keys)
+    per_row = tuple(t.repeat_interleave(2, dim=0) for t in kv)
+    with torch.no_grad():
+        shared = attn(query, kv=kv, key_padding_mask=pad)
+        copied = attn(query, kv=per_row, key_padding_mask=pad.repeat_interleave(2, dim=0))
+    torch.testing.assert_close(shared, copied, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="cannot share"):
+        attn(torch.randn(5, 1, 16), kv=kv)
+    with pytest.raises(ValueError, match="causal"):
+        attn(query, kv=kv, causal=True)
+    with pytest.raises(ValueError, match="key padding"):
+        attn(query, kv=kv, key_padding_mask=pad.repeat_interleave(2, dim=0))
