@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF
+from torch import Tensor
 
 from models.data import read_lines
 from models.translator import DecodeOptions, Translator
@@ -47,7 +48,9 @@ def evaluate(
     """Translate `<data_dir>/<domain>/<split>.<src>` for each domain and score it.
 
     `neighbours_for(domain, sources)` supplies retrieved pairs per sentence (a memory model
-    reads them); the result then also holds the retrieval time and the mean memory gate.
+    reads them) and, where retrieval encoded the sentences with the translating model, those
+    encodings (else None; see `Translator.translate_detailed`); the result then also holds
+    the retrieval time (the encoding included) and the mean memory gate.
     """
     src_lang, tgt_lang = translator.source_lang, translator.target_lang
     results: dict[str, Any] = {}
@@ -58,17 +61,17 @@ def evaluate(
             raise FileNotFoundError(f"no {split} set for domain {domain!r} under {data_dir}")
         src, refs = read_lines(src_file), read_lines(ref_file)
         extra: dict[str, Any] = {}
-        neighbours = None
+        neighbours = sources = None
         if neighbours_for is not None:
             start = time.time()
-            neighbours = neighbours_for(domain, src)
+            neighbours, sources = neighbours_for(domain, src)
             extra["retrieval_seconds"] = round(time.time() - start, 1)
             extra["neighbours_per_sentence"] = round(
                 sum(map(len, neighbours)) / max(1, len(neighbours)), 2
             )
         start = time.time()
         out = translator.translate_detailed(
-            src, options, neighbours=neighbours, gates=neighbours is not None
+            src, options, neighbours=neighbours, gates=neighbours is not None, sources=sources
         )
         elapsed = time.time() - start
         hyps = [t.text for t in out]
@@ -95,7 +98,9 @@ def evaluate(
     return results
 
 
-NeighbourSource = Callable[[str, list[str]], list[list[tuple[str, str]]]]
+# Per sentence its retrieved (source, target) pairs, and the sentences' encodings or None.
+Retrieved = tuple[list[list[tuple[str, str]]], list[Tensor] | None]
+NeighbourSource = Callable[[str, list[str]], Retrieved]
 
 
 def markdown_table(results: dict[str, Any], title: str = "") -> str:

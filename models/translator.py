@@ -111,7 +111,8 @@ class Translator:
         so the gate costs no second pass; greedy decoding then runs as beam search of width 1,
         which gives greedy's output exactly. `sources[i]`, when given, is `texts[i]`'s
         encoding from `source_states` (dense retrieval made it); a batch whose texts all have
-        one is not encoded again, any other batch is.
+        one is not encoded again, any other batch is. A text with no sub-word (blank, or only
+        what the tokenizer drops) translates to "" and is not decoded.
         """
         if neighbours is not None and len(neighbours) != len(texts):
             raise ValueError(f"{len(neighbours)} neighbour lists for {len(texts)} texts")
@@ -120,7 +121,7 @@ class Translator:
         ids = self._source_ids(texts)
         memory = self.uses_memory and neighbours is not None
         out: list[Translation] = [Translation("", None)] * len(texts)
-        for chunk, src in self._length_batches(ids, options.batch_size):
+        for chunk, src in self._length_batches(ids, options.batch_size, skip_empty=True):
             nb = self._neighbours([neighbours[i] for i in chunk]) if memory else None
             made = [sources[i] for i in chunk] if sources is not None else []
             source = _source_state(made, src, self.model.config.pad_id) if made else None
@@ -153,11 +154,14 @@ class Translator:
         return out
 
     def _length_batches(
-        self, ids: Sequence[list[int]], batch_size: int
+        self, ids: Sequence[list[int]], batch_size: int, skip_empty: bool = False
     ) -> Iterator[tuple[list[int], Tensor]]:
         """(positions in `ids`, padded batch `(B, S)` on the model's device), sorted by length
-        so that a batch pads little; translating and encoding batch the same way."""
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        so that a batch pads little; translating and encoding batch the same way.
+        `skip_empty`: leave out texts with no sub-word (nothing to encode or decode)."""
+        order = sorted(
+            (i for i in range(len(ids)) if ids[i] or not skip_empty), key=lambda i: len(ids[i])
+        )
         device = next(self.model.parameters()).device
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
@@ -173,13 +177,13 @@ class Translator:
         What a dense store built with this model's encoder turns into n-gram vectors, and what
         `translate_detailed(sources=...)` takes back: a request is encoded once, not once for
         retrieval and again for decoding. Computed in float32 without autocast, as the store's
-        vectors were, and left on the model's device.
+        vectors were, and left on the model's device. A text with no sub-word gets `(0, D)`
+        (`translate_detailed` does not decode it).
         """
         ids = self._source_ids(texts)
-        if any(not x for x in ids):
-            raise ValueError("cannot encode a text with no sub-word (every key would be masked)")
-        out: list[Tensor] = [torch.empty(0)] * len(texts)
-        for chunk, src in self._length_batches(ids, batch_size):
+        device = next(self.model.parameters()).device
+        out = [torch.empty(0, self.model.config.d_model, device=device)] * len(texts)
+        for chunk, src in self._length_batches(ids, batch_size, skip_empty=True):
             with torch.inference_mode():
                 memory = self.model.encode(src).memory.float()  # (B, S, D)
             for j, i in enumerate(chunk):

@@ -20,6 +20,7 @@ from rich.markup import escape
 
 if TYPE_CHECKING:
     from index_builder.corpus import Pair
+    from models.evaluate import Retrieved
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 data_app = typer.Typer(no_args_is_help=True, help="Build corpora from registry packages.")
@@ -147,17 +148,23 @@ def translate(
         None, help="dense stores: the bundle they were built with (default: the one recorded)"
     ),
 ) -> None:
-    """Translate sentences, one a line, with the same call the service uses."""
+    """Translate sentences, one a line, with the same call the service uses.
+
+    A blank line (or one the tokenizer reduces to nothing) gives a blank line.
+    """
+    from index_builder.retrieval.serving import search_for
     from models.artifacts import ArtifactError
+    from models.bundle import load_bundle
     from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
     try:
-        translator = Translator.from_bundle(model or DEFAULT_BUNDLE, device=device)
+        bundle = load_bundle(model or DEFAULT_BUNDLE, device=device)
     except ArtifactError as e:
         _fail(str(e))
+    translator = Translator.from_loaded(bundle)
     retriever = None
     if domain is not None:
-        retriever = _domain_retriever(domain, stores, retrieval_model)
+        retriever = _domain_retriever(domain, stores, retrieval_model, bundle)
         if not translator.uses_memory:
             _log("note: this model has no retrieval memory; neighbours do not change its output")
     try:
@@ -165,28 +172,32 @@ def translate(
     except UnicodeDecodeError as e:
         _fail(f"{input or 'stdin'}: invalid UTF-8 at byte {e.start}")
     lines = [ln if ln.strip() else "" for ln in text.splitlines()]
-    found = None
+    found = sources = None
     if retriever is not None and translator.uses_memory:
-        found = [
-            [(n.source, n.target) for n in hits] for hits in retriever.search(lines, neighbours)
-        ]
-    hyps = translator.translate(
-        lines, DecodeOptions(beam_size=beam, batch_size=batch_size), neighbours=found
+        hits, sources = search_for(translator, retriever, lines, neighbours)
+        found = [[(n.source, n.target) for n in h] for h in hits]
+    out = translator.translate_detailed(
+        lines,
+        DecodeOptions(beam_size=beam, batch_size=batch_size),
+        neighbours=found,
+        sources=sources,
     )
-    result = "".join(h + "\n" for h in hyps)
+    result = "".join(t.text + "\n" for t in out)
     if output:
         output.write_text(result, encoding="utf-8")
     else:
         sys.stdout.write(result)
 
 
-def _domain_retriever(domain: str, stores: Path | None, encoder: Path | None):
+def _domain_retriever(domain: str, stores: Path | None, encoder: Path | None, served):
     """The retriever of `domain`'s active store, or a clear failure naming what is missing.
 
-    `encoder`: for a dense store, the bundle that built it (None: the path its manifest
-    records). It need not be the translating model (a store encoded by the baseline serves a
-    memory model too); the service encodes a request once when it is (`TranslationEngine`).
+    `encoder`: for a dense store, the bundle that built it (None: the translating bundle
+    `served` if the store's vectors are its own, else the path the manifest records). It need
+    not be the translating model (a store encoded by the baseline serves a memory model too);
+    when it is, a query is encoded once (`index_builder.retrieval.serving`).
     """
+    from index_builder.retrieval.serving import store_encoder
     from index_builder.store import load_retriever, open_store
     from models.artifacts import ArtifactError
     from service.settings import Settings
@@ -195,7 +206,8 @@ def _domain_retriever(domain: str, stores: Path | None, encoder: Path | None):
     if not (root / domain).is_dir():
         _fail(f"no store for domain {domain!r} under {root}")
     try:
-        return load_retriever(open_store(root / domain), encoder)
+        store = open_store(root / domain)
+        return load_retriever(store, store_encoder(store.manifest, served, encoder))
     except ArtifactError as e:
         _fail(str(e))
 
@@ -222,12 +234,14 @@ def evaluate_cmd(
     ),
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
-    from models.bundle import update_eval
+    from index_builder.retrieval.serving import search_for
+    from models.bundle import load_bundle, update_eval
     from models.evaluate import evaluate, markdown_table, write_report
     from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
     bundle = model or DEFAULT_BUNDLE
-    translator = Translator.from_bundle(bundle)
+    loaded = load_bundle(bundle)
+    translator = Translator.from_loaded(loaded)
     if store is not None and stores is None:
         _fail("--store needs --stores")
     if stores is not None and not translator.uses_memory:
@@ -235,13 +249,13 @@ def evaluate_cmd(
     retrievers: dict[str, Any] = {}
     used: dict[str, str] = {}
 
-    def neighbours_for(domain: str, src: list[str]) -> list[list[tuple[str, str]]]:
+    def neighbours_for(domain: str, src: list[str]) -> Retrieved:
         name = store or domain
         if name not in retrievers:
-            retrievers[name] = _domain_retriever(name, stores, retrieval_model)
+            retrievers[name] = _domain_retriever(name, stores, retrieval_model, loaded)
         used[domain] = f"{name}@{active_version(stores, name)}"
-        hits = retrievers[name].search(src, neighbours)
-        return [[(n.source, n.target) for n in found] for found in hits]
+        hits, sources = search_for(translator, retrievers[name], src, neighbours)
+        return [[(n.source, n.target) for n in found] for found in hits], sources
 
     from index_builder.store import active_version
 

@@ -24,6 +24,7 @@ import torch
 
 from index_builder.retrieval.base import Neighbour
 from index_builder.retrieval.encoder import bundle_sha256
+from index_builder.retrieval.serving import search_for
 from models.artifacts import ArtifactError
 from models.bundle import WEIGHTS_FILE, LoadedBundle, load_bundle
 from models.devices import resolve_device
@@ -282,16 +283,10 @@ class TranslationEngine:
         """Retrieve (blocking): the neighbours, and the queries' encodings when the store's
         vectors come from this model's own encoder — then the query is encoded once, for
         retrieval and decoding alike. A dense store's encoder shares torch with decoding."""
-        retriever = lease.retriever
         if not lease.store.uses_model:
-            return retriever.search(queries, self.neighbours_k), None
+            return lease.retriever.search(queries, self.neighbours_k), None
         with self._decode_lock:
-            encodes_with = getattr(retriever, "encodes_with", None)
-            if encodes_with is None or not encodes_with(model.translator.model):
-                return retriever.search(queries, self.neighbours_k), None
-            states = model.translator.source_states(queries)
-            hits = retriever.search(queries, self.neighbours_k, states=states)  # type: ignore[call-arg]
-            return hits, list(states)
+            return search_for(model.translator, lease.retriever, queries, self.neighbours_k)
 
     # --- validation -----------------------------------------------------------------------
 

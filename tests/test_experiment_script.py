@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from index_builder.retrieval.encoder import bundle_sha256
+from index_builder.store import open_store
 from tests.toy import toy_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +74,7 @@ def test_experiment_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> None:
         "cstm-idf-ngram+idf-sentence",
         "cstm-idf-ngram+idf-ngram",
         "cstm-idf-ngram+dense-ngram",
+        "cstm-idf-ngram+dense-own",
         "cstm-idf-ngram+idf-ngram-store-medical-on-bible",
         "cstm-idf-ngram+idf-ngram-store-software-docs-on-medical",
         "cstm-idf-ngram+idf-ngram-store-bible-on-software-docs",
@@ -84,6 +87,10 @@ def test_experiment_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> None:
     for domain in DOMAINS:  # each domain read its own store, and the gate was measured
         assert own[domain]["store"].startswith(f"{domain}@")
         assert 0.0 < own[domain]["gate_mean"] < 1.0
+    mine = bundle_sha256(json.loads((work / "cstm-idf-ngram" / "manifest.json").read_text()))
+    for domain in DOMAINS:  # dense stores of the memory model's own encoder, each read
+        assert open_store(work / "stores" / "dense-own" / domain).manifest["model_sha256"] == mine
+        assert evals["cstm-idf-ngram+dense-own"][domain]["store"].startswith(f"{domain}@")
     wrong = evals["cstm-idf-ngram+idf-ngram-store-medical-on-general"]
     assert set(wrong) == {"general"} and wrong["general"]["store"].startswith("medical@")
     for d in adapt:  # fine-tuned on the domain, from the right bundle, scored on it
@@ -131,10 +138,7 @@ def test_experiment_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> None:
 
     # With a dense store of the memory model's own encoder (the service's default), the
     # benchmark also measures the path that encodes each source once.
-    own = tmp_path / "own-stores"
-    _ragmt("build-store", "--domain", "medical", "--corpus", str(data / "medical"),
-           "--split", "train", "--method", "dense-ngram", "--model", str(work / "cstm-idf-ngram"),
-           "--out", str(own), env=env)  # fmt: skip
+    own = work / "stores" / "dense-own"  # made by the script
     bench_own = [*bench[:bench.index("--stores")], "--stores", str(own),
                  "--domain", "medical", "--data", str(data), "--sentences", "8",
                  "--latency-sentences", "3", "--device", "cpu"]  # fmt: skip

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 4's experiment, end to end and resumable (each stage skips what it already made):
 # stores of every domain for every retrieval method, neighbours of the training pool, the
-# CSTM model warm-started from the baseline, every evaluation, the fine-tuned systems, the
-# CTM/TM ablations and the report.
+# CSTM model warm-started from the baseline, dense stores of its own encoder, every evaluation,
+# the fine-tuned systems, the CTM/TM ablations and the report.
 #
 #   bash docs/experiments/semiparametric-en-de.sh
 #
@@ -93,19 +93,24 @@ run_eval() {  # name, then ragmt eval options
     --out "$EVAL/$name" --title "$name" "$@"
 }
 
-echo "== 1. stores: each domain's train split, each method"
-for m in $METHODS; do
+build_stores() {  # method, stores dir, encoder bundle (dense): every domain's train split
+  local m=$1 dir=$2 d extra
   for d in $DOMAINS; do
-    [ -f "$STORES/$m/$d/ACTIVE" ] && continue
+    [ -f "$dir/$d/ACTIVE" ] && continue
     extra=()
     if [ "$m" = dense-ngram ]; then
-      extra=(--model "$BASE" --index "$DENSE_INDEX")
+      extra=(--model "$3" --index "$DENSE_INDEX")
       [ -n "$DENSE_SEARCH" ] && extra+=(--search "$DENSE_SEARCH")
       [ -n "$DENSE_RECALL" ] && [ "$DENSE_INDEX" != Flat ] && extra+=(--target-recall "$DENSE_RECALL")
     fi
     ragmt build-store --domain "$d" --corpus "$DATA/$d" --split train --method "$m" \
-      --out "$STORES/$m" "${extra[@]}"
+      --out "$dir" "${extra[@]}"
   done
+}
+
+echo "== 1. stores: each domain's train split, each method (dense: the baseline's encoder)"
+for m in $METHODS; do
+  build_stores "$m" "$STORES/$m" "$BASE"
 done
 
 echo "== 2. neighbours of the pool (general): train without itself, dev"
@@ -122,6 +127,13 @@ run_eval baseline --model "$BASE" --domains "$(csv $DOMAINS)"
 for m in $METHODS; do  # non-parametric adaptation: each domain with its own store
   run_eval "cstm-$TRAIN_METHOD+$m" --model "$MODEL" --stores "$STORES/$m" --domains "$(csv $DOMAINS)"
 done
+if [[ " $METHODS " == *" dense-ngram "* ]]; then
+  # Dense stores as the service builds them: vectors of the served (memory) model's own
+  # encoder, which lets it encode a query once for retrieval and decoding.
+  build_stores dense-ngram "$STORES/dense-own" "$MODEL"
+  run_eval "cstm-$TRAIN_METHOD+dense-own" --model "$MODEL" --stores "$STORES/dense-own" \
+    --domains "$(csv $DOMAINS)"
+fi
 for pair in $ROBUST; do  # robustness: a domain translated with another domain's store
   d=${pair%%:*} s=${pair##*:}
   run_eval "cstm-$TRAIN_METHOD+$TRAIN_METHOD-store-$s-on-$d" --model "$MODEL" \

@@ -144,7 +144,7 @@ def test_memory_model_learns_to_follow_its_neighbours(task) -> None:
     by_src = dict(zip(src, same, strict=True))
     hyp_dir = root / "eval-hyps"
     res = evaluate(mem, root, ["."], opts, hyp_dir=hyp_dir, log=lambda s: None,
-                   neighbours_for=lambda d, s: [by_src[x] for x in s])  # fmt: skip
+                   neighbours_for=lambda d, s: ([by_src[x] for x in s], None))  # fmt: skip
     assert 0.0 < res["."]["gate_mean"] < 1.0 and res["."]["neighbours_per_sentence"] == 1.0
     # Provenance beside the hypotheses: per sentence, the pairs it read and its gate.
     lines = (hyp_dir / "..test.neighbours.jsonl").read_text().splitlines()

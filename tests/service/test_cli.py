@@ -19,6 +19,14 @@ def test_translate_stdin_to_stdout(bundle: Path) -> None:
     assert res.stdout.splitlines() == [gloss(t) for t in TEXTS]
 
 
+def test_translate_keeps_blank_lines_blank(bundle: Path) -> None:
+    """A blank line among the input gives a blank line at its place, not a failure."""
+    lines = [TEXTS[0], "", "   ", TEXTS[1]]
+    res = runner.invoke(app, ["translate", "--model", str(bundle)], input="\n".join(lines) + "\n")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines() == [gloss(TEXTS[0]), "", "", gloss(TEXTS[1])]
+
+
 def test_translate_files_greedy(bundle: Path, tmp_path: Path) -> None:
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")

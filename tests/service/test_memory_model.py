@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
 from index_builder.corpus import Pair
 from index_builder.store import build_store, set_active
 from models.bundle import load_bundle, save_bundle
 from models.semiparametric import SemiParametricConfig, from_transformer
+from models.transformer import Transformer
 from models.translator import DecodeOptions, Translator
 from service.app import create_app
+from service.cli import app
 from service.settings import Settings
 from tests.service.conftest import make_store, running
 from tests.toy import toy_pairs
@@ -127,3 +130,58 @@ async def test_dense_store_of_the_served_model_encodes_each_request_once(
         assert r["store_version"] == version.name and r["neighbours"]
         assert r["translation"] == d.text
         assert r["gate"] == pytest.approx(d.gate, abs=1e-5)
+
+
+def test_cli_translate_and_eval_encode_once_with_a_store_of_their_own_model(
+    memory_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ragmt translate --domain` and `ragmt eval --stores` on a dense store built with the
+    translating bundle: each batch of sources is encoded once, for retrieval and decoding,
+    and the output is that of encoding twice (the store's encoder loaded apart)."""
+    pytest.importorskip("faiss")
+    stores = tmp_path / "stores"
+    pairs = [Pair(s, t) for s, t in toy_pairs(40, seed=9)]
+    version = build_store(
+        pairs, "toy", "dense-ngram", stores, {"widths": [2, 1]}, model=memory_bundle
+    )
+    set_active(stores, "toy", version.name)
+    passes: list[int] = []  # batch size of every real encoder pass
+    original = Transformer.encode
+
+    def counted(self, src, source=None):  # noqa: ANN001, ANN202
+        if source is None:
+            passes.append(src.size(0))
+        return original(self, src, source)
+
+    monkeypatch.setattr(Transformer, "encode", counted)
+    runner = CliRunner()
+    texts = ["red house two", "", "one two", "blue tree"]
+    base = ["translate", "--model", str(memory_bundle), "--domain", "toy"]
+    base += ["--stores", str(stores), "--beam", "2", "--neighbours", "3"]
+    once = runner.invoke(app, base, input="\n".join(texts) + "\n")
+    assert once.exit_code == 0, once.output
+    assert passes == [3]  # the blank line is neither encoded nor translated
+    assert once.stdout.splitlines()[1] == "" and len(once.stdout.splitlines()) == 4
+    passes.clear()
+    twice = runner.invoke(
+        app, [*base, "--retrieval-model", str(memory_bundle)], input="\n".join(texts) + "\n"
+    )
+    assert twice.exit_code == 0, twice.output
+    assert passes == [3, 3] and twice.stdout == once.stdout
+
+    data = tmp_path / "data"
+    (data / "toy").mkdir(parents=True)
+    test = toy_pairs(6, seed=21)
+    (data / "toy" / "test.en").write_text("".join(e + "\n" for e, _ in test), encoding="utf-8")
+    (data / "toy" / "test.de").write_text("".join(d + "\n" for _, d in test), encoding="utf-8")
+    hyps = []
+    for extra, want in (([], [6]), (["--retrieval-model", str(memory_bundle)], [6, 6])):
+        passes.clear()
+        out = tmp_path / f"eval{len(hyps)}"
+        args = ["eval", "--model", str(memory_bundle), "--data", str(data), "--domains", "toy"]
+        args += ["--stores", str(stores), "--neighbours", "3", "--beam", "2", "--out", str(out)]
+        res = runner.invoke(app, [*args, *extra])
+        assert res.exit_code == 0, res.output
+        assert passes == want
+        hyps.append((out.parent / f"{out.name}-hyps" / "toy.test.hyp.de").read_text())
+    assert hyps[0] == hyps[1]

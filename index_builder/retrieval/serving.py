@@ -1,0 +1,48 @@
+"""Retrieval for a translator: a query encoded once, for the search and for decoding.
+
+A dense store built with the very bundle that translates encodes each query with that model's
+encoder, which is also the first half of decoding. The service, `ragmt translate --domain` and
+`ragmt eval --stores` load such a store with the translating bundle and call `search_for`,
+which hands the encodings on (`Translator.translate_detailed(sources=...)`); any other store
+(sparse, or dense of another bundle) is searched as it is and decoding encodes as usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from torch import Tensor
+
+from index_builder.retrieval.base import Neighbour, Retriever
+from index_builder.retrieval.encoder import bundle_sha256
+from models.bundle import LoadedBundle
+from models.translator import Translator
+
+
+def store_encoder(
+    manifest: dict, served: LoadedBundle, encoder: Path | None = None
+) -> Path | LoadedBundle | None:
+    """What to load a store's retriever with (`load_retriever`'s `model`).
+
+    `encoder`, when given, wins; else the served bundle when the store's vectors are its own
+    (same `bundle_sha256`), so the retriever runs the translator's very module; else None (a
+    dense store then loads the bundle its manifest records; sparse stores need none).
+    """
+    if encoder is not None:
+        return encoder
+    if manifest.get("model_sha256") == bundle_sha256(served.manifest):
+        return served
+    return None
+
+
+def search_for(
+    translator: Translator, retriever: Retriever, queries: Sequence[str], k: int
+) -> tuple[list[list[Neighbour]], list[Tensor] | None]:
+    """`retriever.search(queries, k)`, plus the queries' encodings when the retriever encodes
+    with `translator`'s own model (else None): pass them to `translate_detailed(sources=)`."""
+    encodes_with = getattr(retriever, "encodes_with", None)
+    if encodes_with is None or not encodes_with(translator.model):
+        return retriever.search(queries, k), None
+    states = translator.source_states(queries)
+    return retriever.search(queries, k, states=states), states  # type: ignore[call-arg]
