@@ -69,6 +69,21 @@ def test_batch_order_preserved_and_options(client: TestClient) -> None:
         assert [r["translation"] for r in resp.json()["results"]] == [gloss(t) for t in texts]
 
 
+def test_a_text_of_only_characters_the_tokenizer_drops_translates_to_empty(
+    client: TestClient,
+) -> None:
+    """A zero-width space is not blank to validation but has no sub-word: an empty
+    translation at its place, not a failed batch."""
+    texts = ["one two", "\u200b", "blue"]
+    resp = client.post(URL, json={"texts": texts})
+    assert resp.status_code == 200, resp.text
+    assert [r["translation"] for r in resp.json()["results"]] == [
+        gloss("one two"),
+        "",
+        gloss("blue"),
+    ]
+
+
 def test_engine_call_is_shared_with_non_http_callers(client: TestClient) -> None:
     engine: TranslationEngine = client.app.state.engine
     result = anyio.run(engine.translate_batch, TranslationRequest(texts=[HELD_OUT]))
