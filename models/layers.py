@@ -183,10 +183,32 @@ class MultiHeadAttention(nn.Module):
         b, t, d = query.shape
         if kv is None:
             kv = self.project_kv(query if key_value is None else key_value)
-        k, v = kv  # (G, H, S, Dh), G = B or B/K
-        groups = k.size(0)
-        if groups != b:
-            return self._grouped(query, k, v, key_padding_mask, causal)
+        groups = kv[0].size(0)  # (G, H, S, Dh), G = B or B/K
+        if groups == b:
+            return self._attend(query, kv, key_padding_mask, causal)
+        # K consecutive query rows share one key/value row: they become K*T queries of it.
+        if causal or b % groups:
+            raise ValueError(
+                f"{b} query rows cannot share {groups} key/value rows"
+                + (" under a causal mask" if causal else "")
+            )
+        if key_padding_mask is not None and key_padding_mask.size(0) != groups:
+            raise ValueError(
+                f"key padding for {key_padding_mask.size(0)} rows, keys/values have {groups}"
+            )
+        grouped = query.reshape(groups, (b // groups) * t, d)
+        return self._attend(grouped, kv, key_padding_mask, False).reshape(b, t, d)
+
+    def _attend(
+        self,
+        query: Tensor,
+        kv: tuple[Tensor, Tensor],
+        key_padding_mask: Tensor | None,
+        causal: bool,
+    ) -> Tensor:
+        """`forward` once query and key/value rows correspond one to one."""
+        b, t, d = query.shape
+        k, v = kv  # (B, H, S, Dh)
         q = self._split(self.q_proj(query))  # (B, H, T, Dh)
         s = k.size(-2)
 
@@ -210,29 +232,6 @@ class MultiHeadAttention(nn.Module):
             is_causal=is_causal,
         )  # (B, H, T, Dh)
         return self.out_proj(out.transpose(1, 2).reshape(b, t, d))
-
-    def _grouped(
-        self, query: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
-    ) -> Tensor:
-        """Attention where K consecutive query rows `(G*K, T, D)` share one key/value row
-        `(G, H, S, Dh)`: the K rows become K*T queries of that row, a plain cross-attention."""
-        b, t, d = query.shape
-        groups = k.size(0)
-        if causal or b % groups:
-            raise ValueError(
-                f"{b} query rows cannot share {groups} key/value rows"
-                + (" under a causal mask" if causal else "")
-            )
-        if key_padding_mask is not None and key_padding_mask.size(0) != groups:
-            raise ValueError(
-                f"key padding for {key_padding_mask.size(0)} rows, keys/values have {groups}"
-            )
-        out = self(
-            query.reshape(groups, (b // groups) * t, d),
-            kv=(k, v),
-            key_padding_mask=key_padding_mask,
-        )  # (G, K*T, D)
-        return out.reshape(b, t, d)
 
 
 class FeedForward(nn.Module):

@@ -20,6 +20,7 @@ from rich.markup import escape
 
 if TYPE_CHECKING:
     from index_builder.corpus import Pair
+    from models.bundle import LoadedBundle
     from models.evaluate import Retrieved
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
@@ -189,7 +190,7 @@ def translate(
         sys.stdout.write(result)
 
 
-def _domain_retriever(domain: str, stores: Path | None, encoder: Path | None, served):
+def _domain_retriever(domain: str, stores: Path | None, encoder: Path | None, served: LoadedBundle):
     """The retriever of `domain`'s active store, or a clear failure naming what is missing.
 
     `encoder`: for a dense store, the bundle that built it (None: the translating bundle
