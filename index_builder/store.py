@@ -10,7 +10,8 @@ Layout::
         ...                                 the method's files (see `METHODS`)
 
 A version id is ``<UTC time to the millisecond>-<8 hex of the content hash>``, so ids sort by
-build time. A store is written with `atomic_directory` (an interrupted build leaves only a
+build time; the content hash covers the corpus, the method and its parameters, and for dense
+stores the encoder bundle (`bundle_sha256`), whose vectors they hold. A store is written with `atomic_directory` (an interrupted build leaves only a
 hidden temporary directory) and `open_store` verifies the manifest and every checksum before
 it reads any other byte. Arrays are ``.npy`` read with ``allow_pickle=False``: no pickle.
 """
@@ -247,9 +248,10 @@ def build_store(
     params = dict(params or {})
     started = time.time()
     corpus_hash = corpus_sha256(pairs)
-    content = hashlib.sha256(
-        json.dumps([corpus_hash, method, params], sort_keys=True).encode()
-    ).hexdigest()
+    identity: list[Any] = [corpus_hash, method, params]
+    if METHODS[method].uses_model:  # the vectors are the encoder's: stores of two differ
+        identity.append(_encoder_sha256(model))
+    content = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
     version = f"{stamp}.{int(started * 1000) % 1000:03d}Z-{content[:8]}"
     final = Path(out_dir) / domain / version
@@ -287,6 +289,22 @@ def build_store(
             },
         )
     return final
+
+
+def _encoder_sha256(model: Path | LoadedBundle | None) -> str | None:
+    """`bundle_sha256` of the bundle a dense store is built with (None: the committed default),
+    for the version id; None when its manifest cannot be read (the build then fails on it)."""
+    from index_builder.retrieval.encoder import bundle_sha256
+    from models.bundle import LoadedBundle
+    from models.translator import DEFAULT_BUNDLE
+
+    if isinstance(model, LoadedBundle):
+        return bundle_sha256(model.manifest)
+    path = Path(DEFAULT_BUNDLE if model is None else model) / MANIFEST
+    try:
+        return bundle_sha256(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
 
 
 # --- opening ------------------------------------------------------------------------------

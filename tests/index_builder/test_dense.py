@@ -158,6 +158,23 @@ def test_wrong_bundle_refused(flat: Path, bundle: Path, tmp_path: Path) -> None:
         load_retriever(flat, load_bundle(other))
 
 
+def test_version_id_names_the_encoder(flat: Path, bundle: Path, tmp_path: Path) -> None:  # noqa: F811
+    """A store's version ends in a hash of what it holds: for dense stores that includes the
+    encoder, so stores of one corpus built with two bundles are told apart in provenance."""
+    suffix = flat.name.rsplit("-", 1)[1]
+    again = build_store(PAIRS, "toy", "dense-ngram", tmp_path, {"widths": WIDTHS},
+                        model=load_bundle(bundle))  # fmt: skip
+    assert again.name.rsplit("-", 1)[1] == suffix  # same corpus, parameters and encoder
+    loaded = load_bundle(bundle)
+    with torch.no_grad():
+        loaded.model.encoder_norm.bias.add_(0.01)
+    other = tmp_path / "other"
+    save_bundle(other, loaded.model, "transformer", languages={"source": "en", "target": "de"},
+                extra_files={"spm.model": bundle / "spm.model"})  # fmt: skip
+    theirs = build_store(PAIRS, "toy", "dense-ngram", tmp_path, {"widths": WIDTHS}, model=other)
+    assert theirs.name.rsplit("-", 1)[1] != suffix
+
+
 def test_moved_bundle_needs_to_be_named(flat: Path, bundle: Path, tmp_path: Path) -> None:  # noqa: F811
     copy = tmp_path / "stores" / "toy" / flat.name
     shutil.copytree(flat, copy)
