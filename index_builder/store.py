@@ -11,9 +11,10 @@ Layout::
 
 A version id is ``<UTC time to the millisecond>-<8 hex of the content hash>``, so ids sort by
 build time; the content hash covers the corpus, the method and its parameters, and for dense
-stores the encoder bundle (`bundle_sha256`), whose vectors they hold. A store is written with `atomic_directory` (an interrupted build leaves only a
-hidden temporary directory) and `open_store` verifies the manifest and every checksum before
-it reads any other byte. Arrays are ``.npy`` read with ``allow_pickle=False``: no pickle.
+stores the encoder bundle (`bundle_sha256`), whose vectors they hold. A store is written
+with `atomic_directory` (an interrupted build leaves only a hidden temporary directory) and
+`open_store` verifies the manifest and every checksum before it reads any other byte. Arrays
+are ``.npy`` read with ``allow_pickle=False``: no pickle.
 """
 
 from __future__ import annotations
