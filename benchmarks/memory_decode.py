@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from benchmarks._common import machine, pct
-from index_builder.retrieval.encoder import bundle_sha256
+from index_builder.retrieval.serving import search_for, store_encoder
 from index_builder.store import load_retriever, open_store
 from models.bundle import load_bundle
 from models.data import read_lines
@@ -62,8 +62,9 @@ def main() -> None:
     if not memory.uses_memory:
         raise SystemExit(f"{args.model} is not a memory model (architecture without neighbours)")
     store = open_store(args.stores / args.domain)
-    own = store.manifest.get("model_sha256") == bundle_sha256(bundle.manifest)
-    retriever = load_retriever(store, bundle if own else args.retrieval_model)
+    # The memory model's own bundle when the store's vectors are its encoder's, else the
+    # encoder named (or the one the store records).
+    retriever = load_retriever(store, store_encoder(store.manifest, bundle) or args.retrieval_model)
     share = getattr(retriever, "encodes_with", lambda _m: False)(memory.model)
     src = read_lines(args.data / args.domain / "test.en")
     print(f"machine: {machine()}; torch threads {torch.get_num_threads()}")
@@ -80,9 +81,8 @@ def main() -> None:
     def shared(texts: list[str]) -> tuple[list[list[tuple[str, str]]], list]:
         """Retrieval as the service runs it with a store of the model's own encoder: the
         source states are made once and handed to decoding."""
-        states = memory.source_states(texts)
-        hits = retriever.search(texts, args.k, states=states)
-        return [[(n.source, n.target) for n in h] for h in hits], states
+        hits, states = search_for(memory, retriever, texts, args.k)
+        return [[(n.source, n.target) for n in h] for h in hits], states or []
 
     def decode(texts: list[str], options: DecodeOptions, nb: list, sources=None) -> list[str]:
         out = memory.translate_detailed(texts, options, nb, gates=args.gates, sources=sources)

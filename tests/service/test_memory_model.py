@@ -89,12 +89,9 @@ async def test_baseline_returns_neighbours_as_provenance(bundle: Path, tmp_path:
         assert resp.json()["timings"]["retrieval_ms"] > 0
 
 
-async def test_dense_store_of_the_served_model_encodes_each_request_once(
-    memory_bundle: Path, tmp_path: Path
-) -> None:
-    """A dense store built with the served bundle's own encoder: the request's source is
-    encoded once, for retrieval and decoding alike, and the translation and gate are those of
-    decoding with the same neighbours directly."""
+def _own_dense_store(memory_bundle: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """(stores dir, version) of an active dense store of domain "toy" whose vectors are
+    `memory_bundle`'s own encoder's."""
     pytest.importorskip("faiss")
     stores = tmp_path / "stores"
     pairs = [Pair(s, t) for s, t in toy_pairs(40, seed=9)]
@@ -102,6 +99,16 @@ async def test_dense_store_of_the_served_model_encodes_each_request_once(
         pairs, "toy", "dense-ngram", stores, {"widths": [2, 1]}, model=memory_bundle
     )
     set_active(stores, "toy", version.name)
+    return stores, version
+
+
+async def test_dense_store_of_the_served_model_encodes_each_request_once(
+    memory_bundle: Path, tmp_path: Path
+) -> None:
+    """A dense store built with the served bundle's own encoder: the request's source is
+    encoded once, for retrieval and decoding alike, and the translation and gate are those of
+    decoding with the same neighbours directly."""
+    stores, version = _own_dense_store(memory_bundle, tmp_path)
     settings = Settings(model_path=memory_bundle, stores_dir=stores, beam_size=2, neighbours_k=3)
     app = create_app(settings)
     texts = ["red house two", "one two", "blue tree"]
@@ -138,13 +145,7 @@ def test_cli_translate_and_eval_encode_once_with_a_store_of_their_own_model(
     """`ragmt translate --domain` and `ragmt eval --stores` on a dense store built with the
     translating bundle: each batch of sources is encoded once, for retrieval and decoding,
     and the output is that of encoding twice (the store's encoder loaded apart)."""
-    pytest.importorskip("faiss")
-    stores = tmp_path / "stores"
-    pairs = [Pair(s, t) for s, t in toy_pairs(40, seed=9)]
-    version = build_store(
-        pairs, "toy", "dense-ngram", stores, {"widths": [2, 1]}, model=memory_bundle
-    )
-    set_active(stores, "toy", version.name)
+    stores, _ = _own_dense_store(memory_bundle, tmp_path)
     passes: list[int] = []  # batch size of every real encoder pass
     original = Transformer.encode
 
