@@ -278,6 +278,7 @@ class GatedDecoderLayer(DecoderLayer):
         h = self.cross_attn_norm(x)
         kv = (cache["cross_k"], cache["cross_v"]) if cache is not None else None
         c_s = self.cross_attn(h, state.memory, kv=kv, key_padding_mask=state.src_pad)
+        has_memory = _per_row(state.has_memory, x.size(0))  # (B,) state rows may be sentences
         if state.retrieved.size(1) == 0:  # no memory positions in the whole batch
             c, gate = c_s, torch.ones_like(c_s[..., :1])
         else:
@@ -291,12 +292,12 @@ class GatedDecoderLayer(DecoderLayer):
             c_m = self.memory_attn(h, state.retrieved, kv=mkv, key_padding_mask=safe_pad)
             gate = torch.sigmoid(self.gate_source(c_s) + self.gate_memory(c_m))  # (B, T, 1)
             if not state.all_memory:
-                has = _per_row(state.has_memory, x.size(0))[:, None, None]  # (B, 1, 1)
+                has = has_memory[:, None, None]  # (B, 1, 1)
                 gate = torch.where(has, gate, torch.ones_like(gate))
                 c_m = torch.where(has, c_m, torch.zeros_like(c_m))
             c = torch.lerp(c_m, c_s, gate)  # gate * c_s + (1 - gate) * c_m, in one kernel
         self.last_gate = gate.detach()[..., 0]
-        self.last_has_memory = _per_row(state.has_memory, x.size(0))
+        self.last_has_memory = has_memory
         return x + self.dropout(c)
 
 
