@@ -435,8 +435,52 @@ def train(
     return state
 
 
+# What may differ between runs averaged into one bundle: their seeds and how they were run,
+# not the recipe (model, data, schedule), so the average is one recipe's, seed-averaged.
+SOUP_FREE = frozenset(
+    {"seed", "max_steps", "max_hours", "threads", "bf16", "eval_every", "save_every",
+     "keep_checkpoints"}
+)  # fmt: skip
+
+
+def _check_soup(
+    runs: list[Path],
+    groups: list[list[Path]],
+    states: list[dict[str, Any]],
+    configs: list[dict[str, Any]],
+    tokenizer: Tokenizer,
+    average_last: int,
+) -> None:
+    """Refuse to average runs that are not one recipe from one start at one budget.
+
+    Why: weights of independently initialised runs do not average into a model; runs started
+    from the same bundle and trained alike for a short while do (a "model soup")."""
+    first, tok_sha = runs[0], sha256_file(tokenizer.model_file)
+    for r, g, s, c in zip(runs, groups, states, configs, strict=True):
+        if len(g) != len(groups[0]):  # each run weighs alike
+            raise ValueError(
+                f"{r} has {len(g)} of the last {average_last} checkpoints, {first} {len(groups[0])}"
+            )
+        if "init_weights_sha256" not in s:
+            raise ValueError(f"{r} was not started from a bundle (--init): only runs started "
+                             "from one bundle can be averaged")  # fmt: skip
+        if s["init_weights_sha256"] != states[0]["init_weights_sha256"]:
+            raise ValueError(f"{r} started from other weights than {first}")
+        if (s["arch"], s["model_config"]) != (states[0]["arch"], states[0]["model_config"]):
+            raise ValueError(f"{r} has another architecture or model config than {first}")
+        if s["step"] != states[0]["step"]:
+            raise ValueError(f"{r} ends at step {s['step']}, {first} at {states[0]['step']}: "
+                             "average runs of one budget")  # fmt: skip
+        if (r / TOKENIZER_FILE).is_file() and sha256_file(r / TOKENIZER_FILE) != tok_sha:
+            raise ValueError(f"{r} has another tokenizer")
+        differ = sorted(k for k in c.keys() | configs[0].keys()
+                        if c.get(k) != configs[0].get(k) and k not in SOUP_FREE)  # fmt: skip
+        if differ:
+            raise ValueError(f"{r} differs from {first} in {differ}: only {sorted(SOUP_FREE)} may")
+
+
 def finalize(
-    run: Path,
+    run: Path | list[Path],
     out: Path,
     data: TrainData,
     tokenizer: Tokenizer,
@@ -445,15 +489,42 @@ def finalize(
     eval_scores: dict[str, Any] | None = None,
     log: Log = print,
 ) -> dict[str, Any]:
-    """Average the last checkpoints of `run` and write a model bundle to `out`."""
-    ckpts = checkpoints(run)[-average_last:]
-    if not ckpts:
-        raise ValueError(f"{run} has no checkpoints")
-    state = json.loads((ckpts[-1] / "state.json").read_text())
+    """Average the last checkpoints of `run` and write a model bundle to `out`.
+
+    With several runs (one recipe from one bundle, other seeds) the last `average_last`
+    checkpoints of each are averaged alike: a uniform soup, recorded run by run."""
+    runs = [Path(r) for r in run] if isinstance(run, list) else [Path(run)]
+    if not runs:
+        raise ValueError("no run to average")
+    groups = [checkpoints(r)[-average_last:] for r in runs]
+    for r, g in zip(runs, groups, strict=True):
+        if not g:
+            raise ValueError(f"{r} has no checkpoints")
+    states = [json.loads((g[-1] / "state.json").read_text()) for g in groups]
+    configs = [json.loads((r / "train_config.json").read_text()) for r in runs]
+    if len(runs) > 1:
+        _check_soup(runs, groups, states, configs, tokenizer, average_last)
+    state, ckpts = states[0], [p for g in groups for p in g]
     model = build_model(state["arch"], state["model_config"])
     load_weights(model, average_checkpoints(ckpts))
-    log(f"averaged {[p.name for p in ckpts]}")
-    train_cfg = json.loads((run / "train_config.json").read_text())
+    names = [p.name if len(runs) == 1 else f"{p.parent.name}/{p.name}" for p in ckpts]
+    log(f"averaged {names}")
+    training: dict[str, Any] = {
+        "config": configs[0],
+        "steps": state["step"],
+        "epochs": state["epoch"],
+        "averaged_checkpoints": names,
+        "dev_history": state["history"],
+        "tokenizer_sha256": sha256_file(tokenizer.model_file),
+        # The weights it started from (--init), so a fine-tuned bundle names its parent.
+        **{k: state[k] for k in ("init_weights_sha256",) if k in state},
+    }
+    if len(runs) > 1:
+        training["runs"] = [
+            {"run": r.name, "seed": c["seed"], "steps": s["step"], "epochs": s["epoch"],
+             "averaged_checkpoints": [p.name for p in g], "dev_history": s["history"]}
+            for r, g, s, c in zip(runs, groups, states, configs, strict=True)
+        ]  # fmt: skip
     return save_bundle(
         out,
         model,
@@ -462,24 +533,14 @@ def finalize(
         extra_files={TOKENIZER_FILE: tokenizer.model_file},
         training_data=data.data_manifest_hash,
         eval_scores=eval_scores,
-        extra_manifest={
-            "training": {
-                "config": train_cfg,
-                "steps": state["step"],
-                "epochs": state["epoch"],
-                "averaged_checkpoints": [p.name for p in ckpts],
-                "dev_history": state["history"],
-                "tokenizer_sha256": sha256_file(tokenizer.model_file),
-                # The weights it started from (--init), so a fine-tuned bundle names its parent.
-                **{k: state[k] for k in ("init_weights_sha256",) if k in state},
-            }
-        },
+        extra_manifest={"training": training},
         dtype=dtype,
     )
 
 
 __all__ = [
     "ARCHITECTURES",
+    "SOUP_FREE",
     "TrainConfig",
     "TrainData",
     "average_checkpoints",

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from index_builder.corpus import Pair
     from models.bundle import LoadedBundle
     from models.evaluate import Retrieved
+    from models.train import TrainData
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 data_app = typer.Typer(no_args_is_help=True, help="Build corpora from registry packages.")
@@ -62,6 +63,34 @@ def data_prepare(
     _log(f"contamination check passed: {manifest['contamination_check']['passed']}")
 
 
+def _train_data(
+    data: Path,
+    domain: str,
+    train_neighbours: Path | None = None,
+    dev_neighbours: Path | None = None,
+) -> TrainData:
+    from models.artifacts import sha256_file
+    from models.train import TrainData
+
+    manifest_file = data / "manifest.json"
+    if not manifest_file.is_file():
+        _fail(f"{data} is not prepared data: no manifest.json (run `ragmt data prepare`)")
+    manifest = json.loads(manifest_file.read_text())
+    src_lang, tgt_lang = manifest["languages"]["source"], manifest["languages"]["target"]
+    d = data / domain
+    return TrainData(
+        d / f"train.{src_lang}",
+        d / f"train.{tgt_lang}",
+        d / f"dev.{src_lang}",
+        d / f"dev.{tgt_lang}",
+        src_lang,
+        tgt_lang,
+        sha256_file(manifest_file),
+        train_neighbours,
+        dev_neighbours,
+    )
+
+
 @app.command()
 def train(
     data: Path = typer.Option(Path("data/en-de"), help="prepared language-pair directory"),
@@ -86,25 +115,11 @@ def train(
     dev_neighbours: Path = typer.Option(None, help="the same for the dev split"),
 ) -> None:
     """Train a model on <data>/<domain>, resuming from the run's newest checkpoint."""
-    from models.artifacts import sha256_file
     from models.tokenizer import Tokenizer, train_tokenizer
-    from models.train import TrainConfig, TrainData, finalize
+    from models.train import TrainConfig, finalize
     from models.train import train as run_training
 
-    manifest = json.loads((data / "manifest.json").read_text())
-    src_lang, tgt_lang = manifest["languages"]["source"], manifest["languages"]["target"]
-    d = data / domain
-    tdata = TrainData(
-        d / f"train.{src_lang}",
-        d / f"train.{tgt_lang}",
-        d / f"dev.{src_lang}",
-        d / f"dev.{tgt_lang}",
-        src_lang,
-        tgt_lang,
-        sha256_file(data / "manifest.json"),
-        train_neighbours,
-        dev_neighbours,
-    )
+    tdata = _train_data(data, domain, train_neighbours, dev_neighbours)
     overrides = json.loads(config.read_text())
     if max_hours is not None:
         overrides["max_hours"] = max_hours
@@ -122,13 +137,44 @@ def train(
         tok = Tokenizer(spm_file)
     else:
         _log("training the joint SentencePiece model")
-        corpora = [(tdata.train_src, src_lang), (tdata.train_tgt, tgt_lang)]
+        corpora = [(tdata.train_src, tdata.source_lang), (tdata.train_tgt, tdata.target_lang)]
         tok = train_tokenizer(corpora, spm_file, vocab_size=vocab_size)
     try:
         run_training(run, tdata, cfg, tok, log=_log, init=init)
     except ValueError as e:
         _fail(str(e))
     finalize(run, out, tdata, tok, cfg.average_last, log=_log)
+    _log(f"bundle written to {out}")
+
+
+@app.command()
+def average(
+    runs: list[Path] = typer.Option(
+        ..., "--run", help="a run directory; two or more: one recipe from one --init, other seeds"
+    ),
+    out: Path = typer.Option(..., help="bundle written"),
+    data: Path = typer.Option(Path("data/en-de"), help="prepared data the runs trained on"),
+    domain: str = typer.Option("general", help="the domain they trained on"),
+    last: int = typer.Option(
+        None, min=1, help="checkpoints averaged per run (default: the runs' average_last)"
+    ),
+) -> None:
+    """Average runs of one recipe and budget, other seeds, into one bundle (a model soup)."""
+    from models.tokenizer import Tokenizer
+    from models.train import finalize
+
+    if len(runs) < 2:
+        _fail("give at least two --run directories to average")
+    for r in runs:
+        if not (r / "train_config.json").is_file():
+            _fail(f"{r} is not a training run: no train_config.json")
+    if last is None:
+        last = json.loads((runs[0] / "train_config.json").read_text())["average_last"]
+    tdata = _train_data(data, domain)
+    try:
+        finalize(runs, out, tdata, Tokenizer(runs[0] / "spm.model"), last, log=_log)
+    except ValueError as e:
+        _fail(str(e))
     _log(f"bundle written to {out}")
 
 

@@ -170,3 +170,74 @@ def test_score_matches_sacrebleu_by_hand() -> None:
     assert r["bleu"] == 0.0
     with pytest.raises(ValueError):
         score(["a"], [])
+
+
+@pytest.fixture(scope="module")
+def seed_runs(trained_run: Path, toy_data: Path, toy_tokenizer, tmp_path_factory) -> Path:
+    """Two 20-step continuations of one bundle that differ only in seed (and threads)."""
+    root = tmp_path_factory.mktemp("soup")
+    finalize(trained_run, root / "start", _data(toy_data), toy_tokenizer, 1, log=print)
+    base = {**_cfg(20).__dict__, "lr": 1e-3, "warmup": 5, "save_every": 10, "average_last": 2}
+    for seed, threads in ((1, 0), (2, 1)):
+        cfg = TrainConfig(**{**base, "seed": seed, "threads": threads})
+        run = root / f"seed{seed}"
+        train(run, _data(toy_data), cfg, toy_tokenizer, log=lambda s: None, init=root / "start")
+    return root
+
+
+def test_runs_of_one_recipe_average_into_one_bundle(
+    seed_runs: Path, toy_data: Path, toy_tokenizer
+) -> None:
+    from safetensors.torch import load_file
+
+    runs = [seed_runs / "seed1", seed_runs / "seed2"]
+    out = seed_runs / "soup"
+    finalize(runs, out, _data(toy_data), toy_tokenizer, 2, dtype="float32", log=print)
+    bundle = load_bundle(out)
+    ckpts = [p for r in runs for p in checkpoints(r)[-2:]]
+    weights = [load_file(str(p / "model.safetensors")) for p in ckpts]
+    state = bundle.model.state_dict()
+    for k in weights[0]:
+        assert torch.allclose(state[k], sum(w[k] for w in weights) / 4, atol=1e-6), k
+    # the two runs really differ, so the average is not one of them
+    assert not torch.equal(weights[1]["embed.weight"], weights[3]["embed.weight"])
+    training = bundle.manifest["training"]
+    assert training["averaged_checkpoints"] == [
+        "seed1/ckpt-0000010", "seed1/ckpt-0000020", "seed2/ckpt-0000010", "seed2/ckpt-0000020"
+    ]  # fmt: skip
+    assert [(r["run"], r["seed"], r["steps"]) for r in training["runs"]] == [
+        ("seed1", 1, 20), ("seed2", 2, 20)
+    ]  # fmt: skip
+    assert (
+        training["init_weights_sha256"]
+        == load_bundle(seed_runs / "start").manifest["files"]["model.safetensors"]
+    )
+    # the average of two continuations of a trained model still translates the toy task
+    src = (toy_data / "test.en").read_text().splitlines()
+    ref = (toy_data / "test.de").read_text().splitlines()
+    hyps = Translator.from_bundle(out).translate(src, DecodeOptions(beam_size=1))
+    assert sum(h == r for h, r in zip(hyps, ref, strict=True)) >= 0.9 * len(ref)
+
+
+def test_averaging_refuses_runs_of_other_recipes(
+    seed_runs: Path, trained_run: Path, toy_data: Path, toy_tokenizer, tmp_path: Path
+) -> None:
+    data, one = _data(toy_data), seed_runs / "seed1"
+    avg = lambda runs, n=2: finalize(runs, tmp_path / "out", data, toy_tokenizer, n)  # noqa: E731
+    with pytest.raises(ValueError, match="not started from a bundle"):
+        avg([one, trained_run], 1)  # trained from scratch: nothing in common to average
+    other = tmp_path / "lr"
+    cfg = json.loads((one / "train_config.json").read_text()) | {"lr": 5e-4, "seed": 3}
+    train(other, data, TrainConfig(**cfg), toy_tokenizer, log=lambda s: None,
+          init=seed_runs / "start")  # fmt: skip
+    with pytest.raises(ValueError, match=r"\['lr'\]"):
+        avg([one, other])
+    shorter = tmp_path / "short"
+    cfg = json.loads((one / "train_config.json").read_text()) | {"max_steps": 10, "seed": 4}
+    train(shorter, data, TrainConfig(**cfg), toy_tokenizer, log=lambda s: None,
+          init=seed_runs / "start")  # fmt: skip
+    with pytest.raises(ValueError, match="ends at step 10"):
+        avg([one, shorter], 1)
+    with pytest.raises(ValueError, match="has 1 of the last 2 checkpoints"):
+        avg([one, shorter], 2)
+    assert not (tmp_path / "out").exists()  # nothing written by a refused average

@@ -71,7 +71,8 @@ def test_eval_writes_json_and_markdown(bundle: Path, tmp_path: Path) -> None:
     assert "nrefs:1" in out.with_suffix(".md").read_text()
 
 
-def test_train_command_writes_a_bundle_and_resumes(tmp_path: Path) -> None:
+def _toy_training(tmp_path: Path) -> tuple[Path, Path]:
+    """A prepared-data folder of toy pairs and a tiny model's training config."""
     data = tmp_path / "en-de"
     folder = data / "general"
     folder.mkdir(parents=True)
@@ -83,6 +84,11 @@ def test_train_command_writes_a_bundle_and_resumes(tmp_path: Path) -> None:
     config = tmp_path / "cfg.json"
     model = {"d_model": 32, "n_heads": 2, "enc_layers": 1, "dec_layers": 1, "d_ff": 64}
     config.write_text(json.dumps({"model": model, "max_steps": 10, "save_every": 5, "bf16": False}))
+    return data, config
+
+
+def test_train_command_writes_a_bundle_and_resumes(tmp_path: Path) -> None:
+    data, config = _toy_training(tmp_path)
     run, out = tmp_path / "run", tmp_path / "bundle"
     args = ["train", "--data", str(data), "--run", str(run), "--out", str(out)]
     args += ["--config", str(config), "--vocab-size", "300"]
@@ -95,6 +101,39 @@ def test_train_command_writes_a_bundle_and_resumes(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "resumed from ckpt-0000010" in res.output
     assert json.loads((out / "manifest.json").read_text())["training"]["steps"] == 15
+
+
+def test_average_command_makes_one_bundle_of_seed_runs(tmp_path: Path) -> None:
+    data, config = _toy_training(tmp_path)
+    base = ["--data", str(data), "--vocab-size", "300"]
+    res = runner.invoke(app, ["train", *base, "--config", str(config), "--run",
+                              str(tmp_path / "run"), "--out", str(tmp_path / "start")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    for seed in (1, 2):
+        cfg = tmp_path / f"seed{seed}.json"
+        cfg.write_text(json.dumps({**json.loads(config.read_text()), "seed": seed}))
+        args = ["train", *base, "--config", str(cfg), "--init", str(tmp_path / "start")]
+        args += ["--run", str(tmp_path / f"seed{seed}"), "--out", str(tmp_path / f"b{seed}")]
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, res.output
+    runs = ["--run", str(tmp_path / "seed1"), "--run", str(tmp_path / "seed2")]
+    out = tmp_path / "soup"
+    res = runner.invoke(app, ["average", *runs, "--out", str(out), "--data", str(data)])
+    assert res.exit_code == 0, res.output
+    training = json.loads((out / "manifest.json").read_text())["training"]
+    assert [r["seed"] for r in training["runs"]] == [1, 2]
+    # the config's average_last (5) of each run: all it has, steps 5 and 10
+    assert len(training["averaged_checkpoints"]) == 2 * 2
+    # refused with a reason, nothing written
+    res = runner.invoke(app, ["average", *runs[:2], "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2 and "at least two" in " ".join(res.output.split())
+    res = runner.invoke(app, ["average", *runs[:2], "--run", str(tmp_path / "run"), "--out",
+                              str(tmp_path / "x"), "--data", str(data), "--last", "1"])  # fmt: skip
+    assert res.exit_code == 2 and "not started from a bundle" in " ".join(res.output.split())
+    res = runner.invoke(app, ["average", *runs, "--out", str(tmp_path / "x"), "--data",
+                              str(tmp_path / "nowhere")])  # fmt: skip
+    assert res.exit_code == 2 and "no manifest.json" in " ".join(res.output.split())
+    assert not (tmp_path / "x").exists()
 
 
 def test_train_rejects_unknown_config_key(tmp_path: Path) -> None:
