@@ -261,6 +261,11 @@ def _warm_start(model: nn.Module, init: Path, arch: str, log: Log) -> str:
     return bundle.manifest["files"]["model.safetensors"]
 
 
+# Budgets and numeric speed settings may change on resume; what shapes the model, the data
+# order or the schedule may not.
+RESUME_FREE = frozenset({"max_steps", "max_hours", "bf16", "threads"})
+
+
 def train(
     run: Path,
     data: TrainData,
@@ -279,9 +284,7 @@ def train(
         old = json.loads(cfg_file.read_text())
         if old != json.loads(json.dumps(asdict(cfg))):
             diff = {k for k in old if old[k] != asdict(cfg).get(k)}
-            # Budgets and numeric speed settings may change on resume; what shapes the model,
-            # the data order or the schedule may not.
-            if diff - {"max_steps", "max_hours", "bf16", "threads"}:
+            if diff - RESUME_FREE:
                 raise ValueError(f"{run} was started with a different config: {sorted(diff)}")
     cfg_file.write_text(json.dumps(asdict(cfg), indent=2))
     if cfg.threads:
@@ -435,12 +438,9 @@ def train(
     return state
 
 
-# What may differ between runs averaged into one bundle: their seeds and how they were run,
-# not the recipe (model, data, schedule), so the average is one recipe's, seed-averaged.
-SOUP_FREE = frozenset(
-    {"seed", "max_steps", "max_hours", "threads", "bf16", "eval_every", "save_every",
-     "keep_checkpoints"}
-)  # fmt: skip
+# What may differ between runs averaged into one bundle: what may change on resume, plus their
+# seeds and bookkeeping, not the recipe (model, data, schedule): the average is one recipe's.
+SOUP_FREE = RESUME_FREE | {"seed", "eval_every", "save_every", "keep_checkpoints"}
 
 
 def _check_soup(
