@@ -16,7 +16,8 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor
 
 from models.data import read_lines
-from models.translator import DecodeOptions, Translator
+from models.segment import segment
+from models.translator import DecodeOptions, Translator, join_translations
 
 
 def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
@@ -44,8 +45,12 @@ def evaluate(
     hyp_dir: Path | None = None,
     log: Callable[[str], None] = print,
     neighbours_for: NeighbourSource | None = None,
+    split_sentences: bool = False,
 ) -> dict[str, Any]:
     """Translate `<data_dir>/<domain>/<split>.<src>` for each domain and score it.
+
+    `split_sentences`: a line of several sentences is translated sentence by sentence
+    (`models.segment`), each with neighbours of its own, and the pieces joined.
 
     `neighbours_for(domain, sources)` supplies retrieved pairs per sentence (a memory model
     reads them) and, where retrieval encoded the sentences with the translating model, those
@@ -60,19 +65,27 @@ def evaluate(
         if not src_file.is_file() or not ref_file.is_file():
             raise FileNotFoundError(f"no {split} set for domain {domain!r} under {data_dir}")
         src, refs = read_lines(src_file), read_lines(ref_file)
-        extra: dict[str, Any] = {}
+        seg = segment(src, split_sentences)
+        extra: dict[str, Any] = {"segments": len(seg.segments)} if split_sentences else {}
         neighbours = sources = None
         if neighbours_for is not None:
             start = time.time()
-            neighbours, sources = neighbours_for(domain, src)
+            neighbours, sources = neighbours_for(domain, seg.segments)
             extra["retrieval_seconds"] = round(time.time() - start, 1)
             extra["neighbours_per_sentence"] = round(
                 sum(map(len, neighbours)) / max(1, len(neighbours)), 2
             )
         start = time.time()
         out = translator.translate_detailed(
-            src, options, neighbours=neighbours, gates=neighbours is not None, sources=sources
+            seg.segments,
+            options,
+            neighbours=neighbours,
+            gates=neighbours is not None,
+            sources=sources,
         )
+        out = join_translations(seg, out)
+        if neighbours is not None:
+            neighbours = seg.gather(neighbours)
         elapsed = time.time() - start
         hyps = [t.text for t in out]
         gates = [t.gate for t in out if t.gate is not None]

@@ -20,6 +20,7 @@ from models.data import pad_batch
 from models.decoding import beam_search, greedy
 from models.devices import decode_autocast_dtype
 from models.layers import EncoderState
+from models.segment import Segmented
 from models.semiparametric import Neighbours
 from models.tokenizer import Tokenizer
 
@@ -50,6 +51,13 @@ class DecodeOptions:
     max_len_a: float = 1.5
     max_len_b: int = 10
     batch_size: int = 32
+
+
+def join_translations(seg: Segmented, out: Sequence[Translation]) -> list[Translation]:
+    """Translations of `seg.segments` -> one per text: texts joined, gates averaged."""
+    texts = seg.join([t.text for t in out])
+    gates = seg.mean([t.gate for t in out])
+    return [Translation(t, g) for t, g in zip(texts, gates, strict=True)]
 
 
 class Translator:

@@ -143,6 +143,8 @@ def create_app(settings: Settings | None = None, backends: Backends | None = Non
         max_chars=settings.max_chars,
         beam_size=settings.beam_size,
         max_beam_size=settings.max_beam_size,
+        length_penalty=settings.length_penalty,
+        split_sentences=settings.split_sentences,
     )
     metrics = Metrics()
     engine = TranslationEngine(

@@ -184,6 +184,12 @@ def translate(
     input: Path = typer.Option(None, "--input", "-i", help="one sentence a line (default stdin)"),
     output: Path = typer.Option(None, "--output", "-o", help="default stdout"),
     beam: int = typer.Option(4, min=1, max=16),
+    length_penalty: float = typer.Option(
+        1.0, min=0.0, max=5.0, help="beam search: GNMT length normalisation exponent"
+    ),
+    split_sentences: bool = typer.Option(
+        True, help="translate a text of several sentences one sentence at a time"
+    ),
     batch_size: int = typer.Option(32, min=1),
     device: str = typer.Option("cpu"),
     domain: str = typer.Option(
@@ -202,7 +208,8 @@ def translate(
     from index_builder.retrieval.serving import search_for
     from models.artifacts import ArtifactError
     from models.bundle import load_bundle
-    from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
+    from models.segment import segment
+    from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator, join_translations
 
     try:
         bundle = load_bundle(model or DEFAULT_BUNDLE, device=device)
@@ -219,16 +226,18 @@ def translate(
     except UnicodeDecodeError as e:
         _fail(f"{input or 'stdin'}: invalid UTF-8 at byte {e.start}")
     lines = [ln if ln.strip() else "" for ln in text.splitlines()]
+    seg = segment(lines, split_sentences)
     found = sources = None
     if retriever is not None and translator.uses_memory:
-        hits, sources = search_for(translator, retriever, lines, neighbours)
+        hits, sources = search_for(translator, retriever, seg.segments, neighbours)
         found = [[(n.source, n.target) for n in h] for h in hits]
     out = translator.translate_detailed(
-        lines,
-        DecodeOptions(beam_size=beam, batch_size=batch_size),
+        seg.segments,
+        DecodeOptions(beam_size=beam, length_penalty=length_penalty, batch_size=batch_size),
         neighbours=found,
         sources=sources,
     )
+    out = join_translations(seg, out)
     result = "".join(t.text + "\n" for t in out)
     if output:
         output.write_text(result, encoding="utf-8")
@@ -266,6 +275,12 @@ def evaluate_cmd(
     domains: str = typer.Option(DOMAINS, help="comma-separated domains"),
     split: str = typer.Option("test"),
     beam: int = typer.Option(4, min=1, max=16),
+    length_penalty: float = typer.Option(
+        1.0, min=0.0, max=5.0, help="beam search: GNMT length normalisation exponent"
+    ),
+    split_sentences: bool = typer.Option(
+        True, help="translate a text of several sentences one sentence at a time"
+    ),
     out: Path = typer.Option(None, help="write <out>.json and <out>.md"),
     title: str = typer.Option("", help="title of the Markdown table"),
     record: bool = typer.Option(False, help="store the scores in the bundle's manifest"),
@@ -311,11 +326,12 @@ def evaluate_cmd(
         translator,
         data,
         [d for d in domains.split(",") if d],
-        DecodeOptions(beam_size=beam),
+        DecodeOptions(beam_size=beam, length_penalty=length_penalty),
         split,
         hyp_dir=hyp_dir,
         log=_log,
         neighbours_for=neighbours_for if stores is not None else None,
+        split_sentences=split_sentences,
     )
     for domain, label in used.items():
         results[domain]["store"] = label

@@ -28,6 +28,7 @@ from index_builder.retrieval.serving import search_for
 from models.artifacts import ArtifactError
 from models.bundle import WEIGHTS_FILE, LoadedBundle, load_bundle
 from models.devices import resolve_device
+from models.segment import segment
 from models.translator import DecodeOptions, Translator
 from service.batching import DecodeBatcher
 from service.domains import GENERAL_DOMAIN, DomainManager, Lease
@@ -54,6 +55,8 @@ class Limits:
     max_chars: int = 2000
     beam_size: int = 4
     max_beam_size: int = 8
+    length_penalty: float = 1.0
+    split_sentences: bool = True  # a text of several sentences is decoded sentence by sentence
 
 
 @dataclass(frozen=True)
@@ -324,7 +327,11 @@ class TranslationEngine:
             raise InvalidInput("beam_size must be a positive integer", field="beam_size")
         if beam > self.limits.max_beam_size:
             raise _over_limit("beam_size", "max_beam_size", self.limits)
-        return model, domain, DecodeOptions(beam_size=beam)
+        return (
+            model,
+            domain,
+            DecodeOptions(beam_size=beam, length_penalty=self.limits.length_penalty),
+        )
 
     def _check_texts(self, texts: Sequence[str]) -> None:
         lim = self.limits
@@ -369,6 +376,8 @@ class TranslationEngine:
             store_version,
             domain,
             options.beam_size,
+            options.length_penalty,
+            self.limits.split_sentences,
             tr.source_lang,
             tr.target_lang,
             self.neighbours_k,
@@ -422,21 +431,25 @@ class TranslationEngine:
             batcher = self._batcher
             if todo and batcher is not None and asyncio.get_running_loop() is self._batcher_loop:
                 batcher.check_room(len(todo))  # a full queue refuses before any retrieval
+            # each text's sentences are retrieved for and decoded one by one, then joined
+            seg = segment([texts[i] for i in todo], self.limits.split_sentences)
+            hits: list[list[Neighbour]] = []
             if lease is not None and todo:
                 t0 = time.perf_counter()
-                queries = [texts[i] for i in todo]
-                hits, sources = await anyio.to_thread.run_sync(self._search, lease, model, queries)
-                neighbours = dict(zip(todo, hits, strict=True))
+                hits, sources = await anyio.to_thread.run_sync(
+                    self._search, lease, model, seg.segments
+                )
+                neighbours = dict(zip(todo, seg.gather(hits), strict=True))
                 retrieval_ms = _ms(t0)
                 self.metrics.retrieval.labels(domain).observe(retrieval_ms / 1000)
             if todo:
                 t0 = time.perf_counter()
                 pairs = None
                 if lease is not None:
-                    pairs = [[(n.source, n.target) for n in neighbours[i]] for i in todo]
-                out = await self._decode_async(
-                    model, [texts[i] for i in todo], options, pairs, sources
-                )
+                    pairs = [[(n.source, n.target) for n in nbs] for nbs in hits]
+                decoded = await self._decode_async(model, seg.segments, options, pairs, sources)
+                texts_out = seg.join([t for t, _ in decoded])
+                out = zip(texts_out, seg.mean([g for _, g in decoded]), strict=True)
                 decode_ms = _ms(t0)
                 fresh = []
                 for i, (translation, gate) in zip(todo, out, strict=True):

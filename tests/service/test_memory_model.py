@@ -186,3 +186,49 @@ def test_cli_translate_and_eval_encode_once_with_a_store_of_their_own_model(
         assert passes == want
         hyps.append((out.parent / f"{out.name}-hyps" / "toy.test.hyp.de").read_text())
     assert hyps[0] == hyps[1]
+
+
+async def test_a_text_of_several_sentences_is_retrieved_for_and_decoded_by_sentence(
+    memory_bundle: Path, tmp_path: Path
+) -> None:
+    """With `split_sentences` (the default) each sentence of a text gets neighbours of its
+    own and is decoded alone; the reply joins the translations, lists every sentence's
+    neighbours and averages the gates. Without it the text is one query and one decode."""
+    from index_builder.store import load_retriever, open_store
+
+    stores = tmp_path / "stores"
+    make_store(stores, "toy", toy_pairs(30, seed=8), method="idf-ngram", activate=True)
+    retriever = load_retriever(open_store(stores / "toy"), None)
+    translator = Translator.from_bundle(memory_bundle)
+    text, sentences = "red house two. Blue tree one!", ["red house two.", "Blue tree one!"]
+    replies = {}
+    for split in (True, False):
+        settings = Settings(
+            model_path=memory_bundle,
+            stores_dir=stores,
+            beam_size=2,
+            neighbours_k=3,
+            split_sentences=split,
+        )
+        async with running(create_app(settings)) as c:
+            resp = await c.post(
+                "/v1/translate", json={"texts": [text], "domain": "toy", "return_neighbours": True}
+            )
+            assert resp.status_code == 200, resp.text
+            replies[split] = resp.json()["results"][0]
+
+    for split, queries in ((True, sentences), (False, [text])):
+        hits = retriever.search(queries, 3)
+        direct = translator.translate_detailed(
+            queries,
+            DecodeOptions(beam_size=2),
+            [[(n.source, n.target) for n in found] for found in hits],
+            gates=True,
+        )
+        reply = replies[split]
+        assert reply["translation"] == " ".join(d.text for d in direct)
+        gates = [d.gate for d in direct]
+        assert reply["gate"] == pytest.approx(sum(gates) / len(gates), abs=1e-5)
+        got = [(n["source"], n["target"]) for n in reply["neighbours"]]
+        assert got == [(n.source, n.target) for found in hits for n in found]
+    assert len(replies[True]["neighbours"]) > len(replies[False]["neighbours"])
