@@ -71,6 +71,7 @@ def main() -> None:
     print(
         f"baseline {args.baseline} | memory model {args.model} | store {store.root} "
         f"({store.method}) | {args.domain} test | beam {args.beam} | "
+        f"length penalty {DecodeOptions().length_penalty} (both; lines not split) | "
         f"k={args.k} on {args.device} | memory model gates {'on' if args.gates else 'off'} | "
         f"store encoded by the memory model: {'yes' if share else 'no'}"
     )

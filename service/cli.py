@@ -185,7 +185,7 @@ def translate(
     output: Path = typer.Option(None, "--output", "-o", help="default stdout"),
     beam: int = typer.Option(4, min=1, max=16),
     length_penalty: float = typer.Option(
-        1.0, min=0.0, max=5.0, help="beam search: GNMT length normalisation exponent"
+        2.0, min=0.0, max=5.0, help="beam search: GNMT length normalisation exponent"
     ),
     split_sentences: bool = typer.Option(
         True, help="translate a text of several sentences one sentence at a time"
@@ -276,7 +276,7 @@ def evaluate_cmd(
     split: str = typer.Option("test"),
     beam: int = typer.Option(4, min=1, max=16),
     length_penalty: float = typer.Option(
-        1.0, min=0.0, max=5.0, help="beam search: GNMT length normalisation exponent"
+        2.0, min=0.0, max=5.0, help="beam search: GNMT length normalisation exponent"
     ),
     split_sentences: bool = typer.Option(
         True, help="translate a text of several sentences one sentence at a time"
@@ -321,7 +321,10 @@ def evaluate_cmd(
 
     from index_builder.store import active_version
 
-    hyp_dir = out.parent / f"{out.name}-hyps" if out else None
+    # <out>.json, <out>.md, <out>-hyps: appended, not `with_suffix`, so that a name such as
+    # "run-lp2.0" keeps its dot (a given .json or .md ending is dropped first)
+    stem = (out.with_suffix("") if out.suffix in (".json", ".md") else out) if out else None
+    hyp_dir = stem.parent / f"{stem.name}-hyps" if stem else None
     results = evaluate(
         translator,
         data,
@@ -336,8 +339,10 @@ def evaluate_cmd(
     for domain, label in used.items():
         results[domain]["store"] = label
     typer.echo(markdown_table(results, title))
-    if out:
-        write_report(results, out.with_suffix(".json"), out.with_suffix(".md"), title)
+    if stem:
+        write_report(
+            results, stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".md"), title
+        )
     if record:
         update_eval(bundle, {f"{split}:{d}": r for d, r in results.items()})
 

@@ -40,7 +40,7 @@ class Settings(BaseSettings):
     beam_size: int = Field(4, ge=1)
     max_beam_size: int = Field(8, ge=1)
     # GNMT length normalisation exponent of beam search
-    length_penalty: float = Field(1.0, ge=0.0, le=5.0)
+    length_penalty: float = Field(2.0, ge=0.0, le=5.0)
     # a text of several sentences is translated one sentence at a time (models.segment)
     split_sentences: bool = True
     host: str = "127.0.0.1"

@@ -69,6 +69,16 @@ def test_eval_writes_json_and_markdown(bundle: Path, tmp_path: Path) -> None:
     result = json.loads(out.with_suffix(".json").read_text())
     assert result["toy"]["bleu"] == 100.0 and result["toy"]["sentences"] == 3
     assert "nrefs:1" in out.with_suffix(".md").read_text()
+    # a name with a dot keeps it: two settings never write over each other's report
+    for name in ("toy-lp2.0", "toy-lp2.5"):
+        lp = name.rsplit("lp", 1)[1]
+        res = runner.invoke(app, [*args, "--length-penalty", lp, "--out", str(out.parent / name)])
+        assert res.exit_code == 0, res.output
+    for name in ("toy-lp2.0", "toy-lp2.5"):
+        assert json.loads((out.parent / f"{name}.json").read_text())["toy"]["bleu"] == 100.0
+        assert (out.parent / f"{name}.md").is_file()
+        assert (out.parent / f"{name}-hyps" / "toy.test.hyp.de").is_file()
+    assert not (out.parent / "toy-lp2.json").exists()
 
 
 def _toy_training(tmp_path: Path) -> tuple[Path, Path]:
@@ -152,3 +162,22 @@ def test_data_prepare_offline_names_missing_package(tmp_path: Path) -> None:
     res = runner.invoke(app, [*args, "--offline"])
     assert res.exit_code == 2
     assert "trans-de-en" in res.output and not (tmp_path / "d" / "en-de").exists()
+
+
+def test_decoding_defaults_agree_across_cli_service_and_library() -> None:
+    """`ragmt translate`, `ragmt eval`, the service and `DecodeOptions` decode alike unless
+    told otherwise: one length penalty, sentences split."""
+    import inspect
+
+    from models.translator import DecodeOptions
+    from service.cli import evaluate_cmd, translate
+    from service.engine import Limits
+    from service.settings import Settings
+
+    lp = DecodeOptions().length_penalty
+    assert Settings().length_penalty == Limits().length_penalty == lp
+    assert Settings().split_sentences and Limits().split_sentences
+    for command in (translate, evaluate_cmd):
+        params = inspect.signature(command).parameters
+        assert params["length_penalty"].default.default == lp
+        assert params["split_sentences"].default.default is True
