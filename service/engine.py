@@ -55,7 +55,7 @@ class Limits:
     max_chars: int = 2000
     beam_size: int = 4
     max_beam_size: int = 8
-    length_penalty: float = 2.0
+    length_penalty: float = DecodeOptions.length_penalty  # one default, the library's
     split_sentences: bool = True  # a text of several sentences is decoded sentence by sentence
 
 
