@@ -4,7 +4,9 @@ throughput at batch 32, retrieval time shown apart and included in the memory mo
 The memory model decodes as the service calls it, reporting each output's mean gate
 (`--no-gates`: without). When the store is a dense one built with the memory model's own
 encoder, the service encodes a request once, for retrieval and decoding alike; that path is
-measured too, in the same run, beside encoding the query twice.
+measured too, in the same run, beside encoding the query twice. Lines are cut into sentences
+and each sentence retrieves and is decoded alone, as the service does (`--no-split-sentences`:
+whole lines); a latency is a whole line's, all its sentences included.
 
     python -m benchmarks.memory_decode --baseline models/default_bundle \
         --model models/semiparametric_bundle --stores STORES --domain medical
@@ -26,6 +28,7 @@ from index_builder.retrieval.serving import search_for, store_encoder
 from index_builder.store import load_retriever, open_store
 from models.bundle import load_bundle
 from models.data import read_lines
+from models.segment import segment
 from models.translator import DecodeOptions, Translator
 
 
@@ -45,13 +48,19 @@ def main() -> None:
     ap.add_argument("--retrieval-model", type=Path, default=None, help="dense stores' encoder")
     ap.add_argument("--k", type=int, default=10, help="neighbours retrieved per sentence")
     ap.add_argument("--beam", type=int, default=4)
-    ap.add_argument("--sentences", type=int, default=256, help="for the batch-32 throughput")
-    ap.add_argument("--latency-sentences", type=int, default=100, help="for batch-1 latency")
+    ap.add_argument("--sentences", type=int, default=256, help="lines, for batch-32 throughput")
+    ap.add_argument("--latency-sentences", type=int, default=100, help="lines, batch-1 latency")
     ap.add_argument(
         "--gates",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="the memory model also reports each output's mean gate, as the service asks it to",
+    )
+    ap.add_argument(
+        "--split-sentences",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="cut lines into sentences, each retrieved for and decoded alone (the service's way)",
     )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
@@ -71,35 +80,51 @@ def main() -> None:
     print(
         f"baseline {args.baseline} | memory model {args.model} | store {store.root} "
         f"({store.method}) | {args.domain} test | beam {args.beam} | "
-        f"length penalty {DecodeOptions().length_penalty} (both; lines not split) | "
+        f"length penalty {DecodeOptions().length_penalty} (both) | "
+        f"sentences {'split' if args.split_sentences else 'not split'} (both) | "
         f"k={args.k} on {args.device} | memory model gates {'on' if args.gates else 'off'} | "
         f"store encoded by the memory model: {'yes' if share else 'no'}"
     )
 
+    # Each system sees the sentences of its lines (or the lines whole); a line's output is
+    # its sentences' outputs joined, as the service returns it.
+    def sentences(texts: list[str]) -> list[str]:
+        return segment(texts, args.split_sentences, memory.source_lang).segments
+
     def neighbours(texts: list[str]) -> list[list[tuple[str, str]]]:
-        return [[(n.source, n.target) for n in hits] for hits in retriever.search(texts, args.k)]
+        return [
+            [(n.source, n.target) for n in hits]
+            for hits in retriever.search(sentences(texts), args.k)
+        ]
 
     def shared(texts: list[str]) -> tuple[list[list[tuple[str, str]]], list]:
         """Retrieval as the service runs it with a store of the model's own encoder: the
         source states are made once and handed to decoding."""
-        hits, states = search_for(memory, retriever, texts, args.k)
+        hits, states = search_for(memory, retriever, sentences(texts), args.k)
         return [[(n.source, n.target) for n in h] for h in hits], states or []
 
+    def translate(texts: list[str], options: DecodeOptions) -> list[str]:
+        seg = segment(texts, args.split_sentences, base.source_lang)
+        return seg.join(base.translate(seg.segments, options))
+
     def decode(texts: list[str], options: DecodeOptions, nb: list, sources=None) -> list[str]:
-        out = memory.translate_detailed(texts, options, nb, gates=args.gates, sources=sources)
-        return [t.text for t in out]
+        seg = segment(texts, args.split_sentences, memory.source_lang)
+        out = memory.translate_detailed(
+            seg.segments, options, nb, gates=args.gates, sources=sources
+        )
+        return seg.join([t.text for t in out])
 
     one = DecodeOptions(beam_size=args.beam, batch_size=1)
     many = DecodeOptions(beam_size=args.beam, batch_size=32)
     warm = src[:8]
-    base.translate(warm, many)
+    translate(warm, many)
     decode(warm, many, neighbours(warm))
 
     # Batch 1: the systems alternate sentence by sentence, so drift hits them alike.
     lat_base, lat_ret, lat_dec, lat_mem = [], [], [], []
     sh_ret, sh_dec, sh_mem = [], [], []
     for s in src[: args.latency_sentences]:
-        ms, _ = _timed(lambda s=s: base.translate([s], one))
+        ms, _ = _timed(lambda s=s: translate([s], one))
         lat_base.append(ms)
         r_ms, nb = _timed(lambda s=s: neighbours([s]))
         d_ms, _ = _timed(lambda s=s, nb=nb: decode([s], one, nb))
@@ -114,7 +139,7 @@ def main() -> None:
             sh_mem.append(r_ms + d_ms)
 
     batch = src[: args.sentences]
-    base_ms, _ = _timed(lambda: base.translate(batch, many))
+    base_ms, _ = _timed(lambda: translate(batch, many))
     ret_ms, nb = _timed(lambda: neighbours(batch))
     dec_ms, hyps = _timed(lambda: decode(batch, many, nb))
     if share:
@@ -124,14 +149,15 @@ def main() -> None:
         same = sum(a == b for a, b in zip(hyps, sh_hyps, strict=True))  # type: ignore[arg-type]
         print(
             f"batch 32, source encoded once vs twice: the same neighbours for {same_nb} of "
-            f"{len(batch)} sentences, the same translation for {same}"
+            f"{len(nb)} sentences, the same translation for {same} of {len(batch)} lines"
         )
 
     def row(name: str, lat: list[float], total_ms: float | None) -> None:
         tput = f"{len(batch) / total_ms * 1000:7.1f}" if total_ms else "      -"
         print(f"| {name} | {pct(lat, 50):7.1f} | {pct(lat, 95):7.1f} | {tput} |")
 
-    print("\n| system | batch-1 p50 ms | batch-1 p95 ms | batch-32 sentences/s |")
+    print(f"\n{len(batch)} lines for batch 32: {len(sentences(batch))} sentences decoded")
+    print("\n| system | batch-1 p50 ms | batch-1 p95 ms | batch-32 lines/s |")
     print("|---|---:|---:|---:|")
     row("baseline, no retrieval", lat_base, base_ms)
     row("retrieval alone", lat_ret, ret_ms)

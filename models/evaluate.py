@@ -65,7 +65,7 @@ def evaluate(
         if not src_file.is_file() or not ref_file.is_file():
             raise FileNotFoundError(f"no {split} set for domain {domain!r} under {data_dir}")
         src, refs = read_lines(src_file), read_lines(ref_file)
-        seg = segment(src, split_sentences)
+        seg = segment(src, split_sentences, src_lang)
         extra: dict[str, Any] = {"segments": len(seg.segments)} if split_sentences else {}
         neighbours = sources = None
         if neighbours_for is not None:

@@ -5,8 +5,9 @@ The models here drop whole sentences when a text holds several (software-docs pa
 Bible verses): they end the output after the first one or two. Translated one by one, each
 sentence is kept, and a memory model retrieves neighbours for each sentence of its own.
 Splitting is rule-based and conservative: after `.`, `!` or `?` (and any closing quotes or
-brackets), before whitespace and a capital letter, except after a known abbreviation, a
-single letter (an initial) or a number.
+brackets), before whitespace and a capital letter, except after an abbreviation of the source
+language, a single letter (an initial), a chain of them ("z.B.", "U.S.") or a number. A
+language without a list here is split by the other rules only.
 """
 
 from __future__ import annotations
@@ -18,11 +19,19 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-# Words that end with a period without ending the sentence (compared lower-cased).
-ABBREVIATIONS = frozenset(
-    "e.g i.e etc vs cf approx ca dr mr mrs ms prof st no nos fig figs vol ch sec resp "
-    "jan feb mar apr jun jul aug sep sept oct nov dec inc ltd co corp".split()
-)
+# Per source language, words that end with a period without ending the sentence (compared
+# lower-cased, without the final period). Chains of single letters ("d.h.") need no entry.
+ABBREVIATIONS: dict[str, frozenset[str]] = {
+    "en": frozenset(
+        "e.g i.e etc vs cf approx ca dr mr mrs ms prof st no nos fig figs vol ch sec resp "
+        "jan feb mar apr jun jul aug sep sept oct nov dec inc ltd co corp".split()
+    ),
+    "de": frozenset(
+        "bzw ca etc evtl ggf inkl usw vgl zzgl sog bspw abs abschn abb bd bsp nr nrn hr fr "
+        "dr prof str tel kap mio mrd jh jhs gem max min orig anm hrsg ff allg betr "
+        "jan feb febr mär apr jun jul aug sep sept okt nov dez gmbh co".split()
+    ),
+}
 
 # A sentence end (., ! or ? and closing quotes or brackets), whitespace, then a capital or an
 # opening quote or bracket before one.
@@ -30,16 +39,18 @@ _BOUNDARY = re.compile(r"([.!?][\"'”’)\]]*)(\s+)(?=[\"'“‘(\[]?[A-ZÀ-Ö�
 _LAST_WORD = re.compile(r"(\S+?)[\"'”’)\]]*$")
 
 
-def split_sentences(text: str) -> list[str]:
-    """`text` cut into sentences, each stripped; a text of one sentence comes back alone.
+def split_sentences(text: str, lang: str = "en") -> list[str]:
+    """`text` (in language `lang`) cut into sentences, each stripped; a text of one sentence
+    comes back alone.
 
     Joining the pieces with single spaces gives `text` back up to whitespace.
     """
+    abbreviations = ABBREVIATIONS.get(lang.lower().split("-")[0], frozenset())
     pieces: list[str] = []
     start = 0
     for m in _BOUNDARY.finditer(text):
         end = m.end(1)
-        if not _ends_sentence(text[start:end]):
+        if not _ends_sentence(text[start:end], abbreviations):
             continue
         pieces.append(text[start:end].strip())
         start = m.end(2)
@@ -47,7 +58,7 @@ def split_sentences(text: str) -> list[str]:
     return [p for p in pieces if p] or [text]
 
 
-def _ends_sentence(piece: str) -> bool:
+def _ends_sentence(piece: str, abbreviations: frozenset[str]) -> bool:
     """Whether the period (or ! ?) that ends `piece` ends a sentence."""
     m = _LAST_WORD.search(piece)
     if m is None:
@@ -58,7 +69,7 @@ def _ends_sentence(piece: str) -> bool:
     stem = word[:-1].lstrip("\"'“‘([")
     if not stem:
         return True  # a lone period
-    if stem.lower() in ABBREVIATIONS or len(stem) == 1 or stem.isdigit():
+    if stem.lower() in abbreviations or len(stem) == 1 or stem.isdigit():
         return False  # "e.g.", an initial "J.", a number "1." of a list
     return not all(len(part) == 1 for part in stem.split("."))  # "U.S.", "a.m."
 
@@ -94,12 +105,13 @@ class Segmented:
         return out
 
 
-def segment(texts: Sequence[str], split: bool = True) -> Segmented:
-    """Each text's sentences (`split`), or each text whole (not `split`, one segment each)."""
+def segment(texts: Sequence[str], split: bool = True, lang: str = "en") -> Segmented:
+    """Each text's sentences (`split`; `lang` the texts' language), or each text whole (not
+    `split`, one segment each)."""
     segments: list[str] = []
     spans: list[tuple[int, int]] = []
     for text in texts:
-        pieces = split_sentences(text) if split and text.strip() else [text]
+        pieces = split_sentences(text, lang) if split and text.strip() else [text]
         spans.append((len(segments), len(segments) + len(pieces)))
         segments += pieces
     return Segmented(segments, spans)

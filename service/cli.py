@@ -226,7 +226,7 @@ def translate(
     except UnicodeDecodeError as e:
         _fail(f"{input or 'stdin'}: invalid UTF-8 at byte {e.start}")
     lines = [ln if ln.strip() else "" for ln in text.splitlines()]
-    seg = segment(lines, split_sentences)
+    seg = segment(lines, split_sentences, translator.source_lang)
     found = sources = None
     if retriever is not None and translator.uses_memory:
         hits, sources = search_for(translator, retriever, seg.segments, neighbours)

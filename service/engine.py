@@ -432,7 +432,11 @@ class TranslationEngine:
             if todo and batcher is not None and asyncio.get_running_loop() is self._batcher_loop:
                 batcher.check_room(len(todo))  # a full queue refuses before any retrieval
             # each text's sentences are retrieved for and decoded one by one, then joined
-            seg = segment([texts[i] for i in todo], self.limits.split_sentences)
+            seg = segment(
+                [texts[i] for i in todo],
+                self.limits.split_sentences,
+                model.translator.source_lang,
+            )
             hits: list[list[Neighbour]] = []
             if lease is not None and todo:
                 t0 = time.perf_counter()

@@ -134,6 +134,7 @@ def test_experiment_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> None:
     assert "| memory model with retrieval |" in res.stdout
     assert "ratio memory model with retrieval / baseline: batch-1 p50" in res.stdout
     assert "store encoded by the memory model: no" in res.stdout
+    assert "sentences split (both)" in res.stdout  # as the service decodes
     assert "source encoded once" not in res.stdout
 
     # With a dense store of the memory model's own encoder (the service's default), the

@@ -55,3 +55,33 @@ def test_gather_and_mean_per_text() -> None:
         seg.gather([[], []])
     with pytest.raises(ValueError, match="1 values for 6 segments"):
         seg.mean([0.1])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Das ist z. B. möglich. Der Rest folgt.",
+            ["Das ist z. B. möglich.", "Der Rest folgt."],
+        ),
+        ("Das gilt bzw. Dateien auch. Ende.", ["Das gilt bzw. Dateien auch.", "Ende."]),
+        ("Siehe Abb. 3 und Nr. 5 unten. Weiter.", ["Siehe Abb. 3 und Nr. 5 unten.", "Weiter."]),
+        ("Am 3. Mai kam er. Dann ging er.", ["Am 3. Mai kam er.", "Dann ging er."]),
+        ("Das ist d.h. Klar. Gut.", ["Das ist d.h. Klar.", "Gut."]),
+    ],
+)
+def test_split_sentences_german(text: str, expected: list[str]) -> None:
+    assert split_sentences(text, "de") == expected
+    assert segment([text], lang="de").segments == expected
+
+
+def test_abbreviations_are_per_language() -> None:
+    # "bzw." is German: an English source ends a sentence there, a German one does not.
+    text = "Er kam bzw. Sie ging."
+    assert split_sentences(text, "de") == [text]
+    assert split_sentences(text, "en") == ["Er kam bzw.", "Sie ging."]
+    # "e.g." is a chain of single letters, not a sentence end in any language
+    assert split_sentences("Use e.g. Calc. Then stop.", "fr") == ["Use e.g. Calc.", "Then stop."]
+    # a language without a list (and a regional tag) uses the other rules only
+    assert split_sentences("See Fig. Two. Ok.", "xx") == ["See Fig.", "Two.", "Ok."]
+    assert split_sentences("See Fig. Two. Ok.", "en-GB") == ["See Fig. Two.", "Ok."]
