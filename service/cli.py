@@ -150,7 +150,10 @@ def train(
 @app.command()
 def average(
     runs: list[Path] = typer.Option(
-        ..., "--run", help="a run directory; two or more: one recipe from one --init, other seeds"
+        ...,
+        "--run",
+        help="a run directory; two or more: one recipe from one --init, other seeds; "
+        "one: its last --last checkpoints",
     ),
     out: Path = typer.Option(..., help="bundle written"),
     data: Path = typer.Option(Path("data/en-de"), help="prepared data the runs trained on"),
@@ -159,15 +162,20 @@ def average(
         None, min=1, help="checkpoints averaged per run (default: the runs' average_last)"
     ),
 ) -> None:
-    """Average runs of one recipe and budget, other seeds, into one bundle (a model soup)."""
-    from models.tokenizer import Tokenizer
-    from models.train import finalize
+    """Average runs of one recipe and budget, other seeds, into one bundle (a model soup).
 
-    if len(runs) < 2:
-        _fail("give at least two --run directories to average")
+    One run with --last re-averages more (or fewer) of its last checkpoints than training did,
+    a choice made on dev after the run, without training again."""
+    from models.tokenizer import Tokenizer
+    from models.train import checkpoints, finalize
+
+    if len(runs) < 2 and last is None:
+        _fail("give at least two --run directories to average, or one with --last")
     for r in runs:
         if not (r / "train_config.json").is_file():
             _fail(f"{r} is not a training run: no train_config.json")
+    if len(runs) == 1 and len(checkpoints(runs[0])) < last:
+        _fail(f"{runs[0]} keeps {len(checkpoints(runs[0]))} checkpoints, fewer than --last {last}")
     if last is None:
         last = json.loads((runs[0] / "train_config.json").read_text())["average_last"]
     tdata = _train_data(data, domain)

@@ -137,6 +137,15 @@ def test_average_command_makes_one_bundle_of_seed_runs(tmp_path: Path) -> None:
     # refused with a reason, nothing written
     res = runner.invoke(app, ["average", *runs[:2], "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and "at least two" in " ".join(res.output.split())
+    # one run: its last --last checkpoints re-averaged; more than it keeps is refused
+    res = runner.invoke(app, ["average", *runs[:2], "--out", str(tmp_path / "one"), "--data",
+                              str(data), "--last", "1"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    one = json.loads((tmp_path / "one" / "manifest.json").read_text())["training"]
+    assert one["averaged_checkpoints"] == ["ckpt-0000010"] and one["config"]["seed"] == 1
+    res = runner.invoke(app, ["average", *runs[:2], "--out", str(tmp_path / "x"), "--data",
+                              str(data), "--last", "9"])  # fmt: skip
+    assert res.exit_code == 2 and "fewer than --last 9" in " ".join(res.output.split())
     res = runner.invoke(app, ["average", *runs[:2], "--run", str(tmp_path / "run"), "--out",
                               str(tmp_path / "x"), "--data", str(data), "--last", "1"])  # fmt: skip
     assert res.exit_code == 2 and "not started from a bundle" in " ".join(res.output.split())
