@@ -174,8 +174,8 @@ def average(
     for r in runs:
         if not (r / "train_config.json").is_file():
             _fail(f"{r} is not a training run: no train_config.json")
-    if len(runs) == 1 and len(checkpoints(runs[0])) < last:
-        _fail(f"{runs[0]} keeps {len(checkpoints(runs[0]))} checkpoints, fewer than --last {last}")
+    if len(runs) == 1 and (kept := len(checkpoints(runs[0]))) < last:
+        _fail(f"{runs[0]} keeps {kept} checkpoints, fewer than --last {last}")
     if last is None:
         last = json.loads((runs[0] / "train_config.json").read_text())["average_last"]
     tdata = _train_data(data, domain)
