@@ -180,12 +180,26 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: `(B, S)` bool, True where the key is padding and must be ignored.
         causal: query i (the last T of S positions) sees keys up to its own position.
         """
-        b, t, d = query.shape
         if kv is None:
             kv = self.project_kv(query if key_value is None else key_value)
+        return self.out_proj(self.context(self.q_proj(query), kv, key_padding_mask, causal))
+
+    def context(
+        self,
+        q: Tensor,
+        kv: tuple[Tensor, Tensor],
+        key_padding_mask: Tensor | None = None,
+        causal: bool = False,
+    ) -> Tensor:
+        """Attention of queries already projected by `q_proj` `(B, T, D)`, before `out_proj`.
+
+        Apart from `forward` so a caller can project several attentions' queries in one matmul
+        and their outputs in another (the gated memory decoder does, at every decoding step).
+        """
+        b, t, d = q.shape
         groups = kv[0].size(0)  # (G, H, S, Dh), G = B or B/K
         if groups == b:
-            return self._attend(query, kv, key_padding_mask, causal)
+            return self._attend(q, kv, key_padding_mask, causal)
         # K consecutive query rows share one key/value row: they become K*T queries of it.
         if causal or b % groups:
             raise ValueError(
@@ -196,7 +210,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"key padding for {key_padding_mask.size(0)} rows, keys/values have {groups}"
             )
-        grouped = query.reshape(groups, (b // groups) * t, d)
+        grouped = q.reshape(groups, (b // groups) * t, d)
         return self._attend(grouped, kv, key_padding_mask, False).reshape(b, t, d)
 
     def _attend(
@@ -206,10 +220,10 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: Tensor | None,
         causal: bool,
     ) -> Tensor:
-        """`forward` once query and key/value rows correspond one to one."""
+        """`context` once query and key/value rows correspond one to one."""
         b, t, d = query.shape
         k, v = kv  # (B, H, S, Dh)
-        q = self._split(self.q_proj(query))  # (B, H, T, Dh)
+        q = self._split(query)  # (B, H, T, Dh), projected already
         s = k.size(-2)
 
         mask: Tensor | None = None
@@ -231,7 +245,7 @@ class MultiHeadAttention(nn.Module):
             dropout_p=self.attn_dropout if self.training else 0.0,
             is_causal=is_causal,
         )  # (B, H, T, Dh)
-        return self.out_proj(out.transpose(1, 2).reshape(b, t, d))
+        return out.transpose(1, 2).reshape(b, t, d)
 
 
 class FeedForward(nn.Module):

@@ -355,6 +355,62 @@ def test_decode_step_matches_teacher_forcing_with_neighbours(batch) -> None:
     torch.testing.assert_close(torch.stack(steps, dim=1), full, atol=1e-5, rtol=0)
 
 
+# Every row has a memory: decoding steps take the fused gated sublayer.
+FULL = [[4, 3, 2], [2, 0, 5], [6, 1, 0]]
+
+
+def steps_and_teacher_forcing(model: SemiParametricModel, src, tgt_in, nb) -> tuple:
+    """Log-probs and gates `(B, T, ...)` step by step (cached) and in one pass (uncached)."""
+    with torch.no_grad():
+        state = model.encode(src, nb)
+        full = torch.log_softmax(model.decode(tgt_in, state), dim=-1)
+        full_gates = model.last_gates()
+        cache = model.init_cache(state)
+        steps, gates = [], []
+        for t in range(tgt_in.size(1)):
+            steps.append(model.decode_step(tgt_in[:, t], state, cache))
+            gates.append(model.last_gates()[:, -1])
+    return torch.stack(steps, dim=1), full, torch.stack(gates, dim=1), full_gates
+
+
+def test_fused_decoding_step_equals_the_gated_sublayer_and_follows_weight_changes(batch) -> None:
+    """A step where every row has a memory projects both queries in one matmul and c_s, c_m
+    and the gate's logit in another; it must give the unfused sublayer's log-probs and gates,
+    and rebuild its fused weights when a weight they come from changes."""
+    src, tgt_in = batch
+    model = tiny()
+    skipped: list[int] = []  # calls of the projections the fused step replaces
+    hooks = [
+        m.register_forward_hook(lambda *_: skipped.append(1))
+        for layer in model.decoder_layers
+        for m in (layer.memory_attn.q_proj, layer.cross_attn.out_proj, layer.gate_memory)
+    ]
+    try:
+        with torch.no_grad():
+            cache = model.init_cache(model.encode(src, neighbours(FULL)))
+            model.decode_step(tgt_in[:, 0], model.encode(src, neighbours(FULL)), cache)
+        assert skipped == []  # the fused step ran
+    finally:
+        for h in hooks:
+            h.remove()
+    for change in range(2):
+        if change:  # as an optimizer step does, in place
+            with torch.no_grad():
+                for layer in model.decoder_layers:
+                    layer.gate_memory.weight.add_(0.5)
+                    layer.memory_attn.out_proj.weight.mul_(1.5)
+                    layer.cross_attn.q_proj.bias.add_(0.3)
+        steps, full, step_gates, full_gates = steps_and_teacher_forcing(
+            model, src, tgt_in, neighbours(FULL)
+        )
+        torch.testing.assert_close(steps, full, atol=1e-5, rtol=0)
+        torch.testing.assert_close(step_gates, full_gates, atol=1e-6, rtol=0)
+        assert float(step_gates.std()) > 0.01  # gates that move, so the check can fail
+        if not change:
+            before = step_gates
+    assert not torch.allclose(step_gates, before)  # the changed weights were read
+
+
 def count_memory_encodings(model: SemiParametricModel) -> tuple[list[int], object]:
     """Rows given to the memory encoder, one entry per call; returns (list, hook handle)."""
     calls: list[int] = []
@@ -379,16 +435,20 @@ def test_beam_search_encodes_the_memory_once_per_sentence(batch) -> None:
 
 
 @pytest.mark.parametrize("beam", [1, 3])
-def test_beam_search_gates_equal_a_teacher_forced_pass_over_the_output(batch, beam) -> None:
+@pytest.mark.parametrize("lengths", [MIXED, FULL], ids=["mixed", "all-memory"])
+def test_beam_search_gates_equal_a_teacher_forced_pass_over_the_output(
+    batch, beam, lengths
+) -> None:
     src, _ = batch
     model = tiny()
-    nb = neighbours(MIXED)
+    nb = neighbours(lengths)
     gates: list[float | None] = []
     hyps = beam_search(model, src, beam_size=beam, neighbours=nb, gates=gates)
     assert hyps == beam_search(model, src, beam_size=beam, neighbours=nb)
-    assert gates[1] is None  # row 1 has no memory
+    if lengths is MIXED:
+        assert gates[1] is None  # row 1 has no memory
     assert len({len(h) for h in hyps}) > 1  # outputs of different lengths, ended at other steps
-    for i in (0, 2):
+    for i in (0, 2) if lengths is MIXED else (0, 1, 2):
         tgt_in = torch.tensor([[BOS, *hyps[i]]])
         with torch.no_grad():
             model(src[i : i + 1], tgt_in, Neighbours(src=nb.src[i : i + 1], tgt=nb.tgt[i : i + 1]))
