@@ -247,6 +247,10 @@ class GatedDecoderLayer(DecoderLayer):
     they reproduce the plain Transformer bit for bit.
     """
 
+    # Decoding steps where every row has a memory run `_fused_cross_attention`; False keeps
+    # the six-matmul sublayer (the benchmark measures both, side by side).
+    fuse_steps: bool = True
+
     def __init__(self, cfg: BlockConfig) -> None:
         super().__init__(cfg)
         self.memory_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
@@ -278,7 +282,7 @@ class GatedDecoderLayer(DecoderLayer):
     ) -> Tensor:
         """Residual gated multi-source attention: x `(B, T, D)` -> `(B, T, D)`."""
         assert isinstance(state, SemiParametricState)
-        if cache is not None and state.all_memory and not self.training:
+        if self.fuse_steps and cache is not None and state.all_memory and not self.training:
             return self._fused_cross_attention(x, state, cache)
         h = self.cross_attn_norm(x)
         kv = (cache["cross_k"], cache["cross_v"]) if cache is not None else None

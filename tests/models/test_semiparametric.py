@@ -387,9 +387,17 @@ def test_fused_decoding_step_equals_the_gated_sublayer_and_follows_weight_change
     ]
     try:
         with torch.no_grad():
-            cache = model.init_cache(model.encode(src, neighbours(FULL)))
-            model.decode_step(tgt_in[:, 0], model.encode(src, neighbours(FULL)), cache)
-        assert skipped == []  # the fused step ran
+            state = model.encode(src, neighbours(FULL))
+            model.decode_step(tgt_in[:, 0], state, model.init_cache(state))
+            assert skipped == []  # the fused step ran
+            for layer in model.decoder_layers:
+                layer.fuse_steps = False
+            unfused = model.decode_step(tgt_in[:, 0], state, model.init_cache(state))
+            assert len(skipped) == 3 * len(model.decoder_layers)  # the six-matmul sublayer ran
+            for layer in model.decoder_layers:
+                layer.fuse_steps = True
+            fused = model.decode_step(tgt_in[:, 0], state, model.init_cache(state))
+        torch.testing.assert_close(fused, unfused, atol=1e-5, rtol=0)
     finally:
         for h in hooks:
             h.remove()
