@@ -215,15 +215,15 @@ class MultiHeadAttention(nn.Module):
 
     def _attend(
         self,
-        query: Tensor,
+        q: Tensor,
         kv: tuple[Tensor, Tensor],
         key_padding_mask: Tensor | None,
         causal: bool,
     ) -> Tensor:
-        """`context` once query and key/value rows correspond one to one."""
-        b, t, d = query.shape
+        """`context` once query and key/value rows correspond one to one; `q` is projected."""
+        b, t, d = q.shape
         k, v = kv  # (B, H, S, Dh)
-        q = self._split(query)  # (B, H, T, Dh), projected already
+        q = self._split(q)  # (B, H, T, Dh)
         s = k.size(-2)
 
         mask: Tensor | None = None
