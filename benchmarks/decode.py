@@ -1,6 +1,6 @@
 """Decoding speed of a bundle: sentences/s at batch 32 and latency p50/p95 at batch 1,
 greedy and beam 4, measured side by side in one run on the `general` test set:
-    python -m benchmarks.decode --model models/default_bundle --data data/en-de
+    python -m benchmarks.decode --model models/baseline_bundle --data data/en-de
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from models.translator import DecodeOptions, Translator
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", type=Path, default=Path("models/default_bundle"))
+    ap.add_argument("--model", type=Path, default=Path("models/baseline_bundle"))
     ap.add_argument("--data", type=Path, default=Path("data/en-de"))
     ap.add_argument("--sentences", type=int, default=256, help="for the batch-32 throughput")
     ap.add_argument("--latency-sentences", type=int, default=60, help="for batch-1 latency")

@@ -1,7 +1,7 @@
 """CUDA against CPU in one run: decoding (beam 4, batch 32 and batch 1) and FAISS search.
 
     bash benchmarks/gpu.sh            # on a machine with a GPU; writes docs/gpu-benchmarks.md
-    python -m benchmarks.gpu --model models/default_bundle --data data/en-de
+    python -m benchmarks.gpu --model models/baseline_bundle --data data/en-de
 
 Decoding uses the same sentences on both devices (CUDA under the service's autocast, see
 models.devices). FAISS compares a Flat and an IVF index on CPU and GPU over vectors of the
@@ -70,7 +70,7 @@ def _faiss(n: int, dim: int, queries: int) -> list[tuple[str, float, float]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", type=Path, default=Path("models/default_bundle"))
+    ap.add_argument("--model", type=Path, default=Path("models/baseline_bundle"))
     ap.add_argument("--data", type=Path, default=Path("data/en-de"))
     ap.add_argument("--sentences", type=int, default=512)
     ap.add_argument("--vectors", type=int, default=500_000, help="FAISS corpus n-grams")

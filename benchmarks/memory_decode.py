@@ -10,7 +10,7 @@ fused step's saving is a ratio of this run. Lines are cut into sentences
 and each sentence retrieves and is decoded alone, as the service does (`--no-split-sentences`:
 whole lines); a latency is a whole line's, all its sentences included.
 
-    python -m benchmarks.memory_decode --baseline models/default_bundle \
+    python -m benchmarks.memory_decode --baseline models/baseline_bundle \
         --model models/semiparametric_bundle --stores STORES --domain medical
 
 The issue's goal: the memory model's batch-1 latency, retrieval included, at most 1.5x the
@@ -42,7 +42,7 @@ def _timed(fn) -> tuple[float, object]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--baseline", type=Path, default=Path("models/default_bundle"))
+    ap.add_argument("--baseline", type=Path, default=Path("models/baseline_bundle"))
     ap.add_argument("--model", type=Path, required=True, help="the semi-parametric bundle")
     ap.add_argument("--stores", type=Path, required=True, help="stores directory (by domain)")
     ap.add_argument("--domain", default="medical")

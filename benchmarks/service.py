@@ -3,7 +3,7 @@ latency p50/p95 at concurrency 1, 8 and 32, without and with retrieval (no domai
 `software-docs` store), cache miss and hit; activation time of a ~33k-pair store (idf-ngram
 and idf-sentence); resident memory of the server before and after 100 activations:
 
-    python -m benchmarks.service --model models/default_bundle --data /root/ragmt/data/en-de
+    python -m benchmarks.service --model models/baseline_bundle --data /root/ragmt/data/en-de
 
 The server is `ragmt serve` in its own process (uvicorn, one worker, in-process shared state,
 the default settings: beam 4, batches of up to 32 texts, translation cache on), configured
@@ -389,7 +389,7 @@ async def _activations(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--model", type=Path, default=Path("models/default_bundle"))
+    ap.add_argument("--model", type=Path, default=Path("models/baseline_bundle"))
     ap.add_argument("--data", type=Path, default=Path("/root/ragmt/data/en-de"))
     ap.add_argument("--quick", action="store_true", help="few requests: checks the script works")
     ap.add_argument("--activations", type=int, default=None, help="even; default 100 (quick: 10)")

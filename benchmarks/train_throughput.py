@@ -48,7 +48,7 @@ def run(corpus, batches, model_cfg: dict, bf16: bool, device: torch.device) -> f
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data", type=Path, default=Path("data/en-de"))
-    ap.add_argument("--tokenizer", type=Path, default=Path("models/default_bundle/spm.model"))
+    ap.add_argument("--tokenizer", type=Path, default=Path("models/baseline_bundle/spm.model"))
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()

@@ -29,7 +29,7 @@ TOKENIZER_FILE = "spm.model"
 # encodes dense stores, when no model is configured; the baseline Transformer (issue 2) it was
 # warm-started from is what every result is compared to.
 DEFAULT_BUNDLE = Path(__file__).resolve().parent / "semiparametric_bundle"
-BASELINE_BUNDLE = Path(__file__).resolve().parent / "default_bundle"
+BASELINE_BUNDLE = Path(__file__).resolve().parent / "baseline_bundle"
 
 
 NeighbourTexts = Sequence[tuple[str, str]]  # retrieved (source, target) pairs of one text

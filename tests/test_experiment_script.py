@@ -48,7 +48,9 @@ def _ragmt(*args: str, env: dict[str, str]) -> None:
 @pytest.mark.slow
 def test_experiment_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> None:
     data = _prepared(tmp_path)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # the `ragmt` of the environment running the suite, activated or not
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": path}
     base_cfg = tmp_path / "base.json"
     base_cfg.write_text(json.dumps({"model": TINY, "max_steps": 60, **COMMON}))
     base = tmp_path / "base-bundle"

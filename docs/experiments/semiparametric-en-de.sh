@@ -25,7 +25,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 DATA=${DATA:-data/en-de}
-BASE=${BASE:-models/default_bundle}
+BASE=${BASE:-models/baseline_bundle}
 INIT=${INIT:-$BASE}  # what stage 3 starts from: the baseline (warm start) or a memory model (run 3)
 WORK=${WORK:-runs/semiparametric}
 TRAIN_METHOD=${TRAIN_METHOD:-idf-ngram}
