@@ -302,11 +302,18 @@ def evaluate_cmd(
     retrieval_model: Path = typer.Option(
         None, help="dense stores: the bundle they were built with (default: the one recorded)"
     ),
+    batch_size: int = typer.Option(32, min=1, help="sentences decoded at once"),
+    results_file: Path = typer.Option(
+        None, "--results", help="append one self-describing record per domain (JSON Lines)"
+    ),
+    system: str = typer.Option(None, help="the records' system label (default: bundle's name)"),
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
+    from index_builder.retrieval.encoder import bundle_sha256
     from index_builder.retrieval.serving import search_for
     from models.bundle import load_bundle, update_eval
     from models.evaluate import evaluate, markdown_table, write_report
+    from models.results import ResultsError, append_record, eval_records, read_records
     from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
     bundle = model or DEFAULT_BUNDLE
@@ -316,14 +323,21 @@ def evaluate_cmd(
         _fail("--store needs --stores")
     if stores is not None and not translator.uses_memory:
         _fail(f"{bundle} has no retrieval memory: --stores would not change its output")
+    if results_file is not None and results_file.exists():
+        try:  # a torn results file is refused before hours of decoding, not after
+            read_records(results_file)
+        except ResultsError as e:
+            _fail(str(e))
     retrievers: dict[str, Any] = {}
     used: dict[str, str] = {}
+    store_dirs: dict[str, Path] = {}
 
     def neighbours_for(domain: str, src: list[str]) -> Retrieved:
         name = store or domain
         if name not in retrievers:
             retrievers[name] = _domain_retriever(name, stores, retrieval_model, loaded)
         used[domain] = f"{name}@{active_version(stores, name)}"
+        store_dirs[domain] = stores / name / active_version(stores, name)
         hits, sources = search_for(translator, retrievers[name], src, neighbours)
         return [[(n.source, n.target) for n in found] for found in hits], sources
 
@@ -333,11 +347,12 @@ def evaluate_cmd(
     # "run-lp2.0" keeps its dot (a given .json or .md ending is dropped first)
     stem = (out.with_suffix("") if out.suffix in (".json", ".md") else out) if out else None
     hyp_dir = stem.parent / f"{stem.name}-hyps" if stem else None
+    options = DecodeOptions(beam_size=beam, length_penalty=length_penalty, batch_size=batch_size)
     results = evaluate(
         translator,
         data,
         [d for d in domains.split(",") if d],
-        DecodeOptions(beam_size=beam, length_penalty=length_penalty),
+        options,
         split,
         hyp_dir=hyp_dir,
         log=_log,
@@ -351,6 +366,36 @@ def evaluate_cmd(
         write_report(
             results, stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".md"), title
         )
+    if results_file is not None:
+        decoding = {
+            "beam": beam,
+            "length_penalty": length_penalty,
+            "split_sentences": split_sentences,
+            "batch_size": batch_size,
+            "neighbours_k": neighbours if stores is not None else None,
+        }
+        model_info = {
+            "path": str(bundle),
+            "sha256": bundle_sha256(loaded.manifest),
+            "architecture": loaded.manifest.get("architecture"),
+        }
+        records = eval_records(
+            results,
+            system=system or Path(bundle).resolve().name,
+            split=split,
+            bundle=model_info,
+            decoding=decoding,
+            store_dirs=store_dirs,
+            store_label=stores.resolve().name if stores is not None else None,
+            data_dir=data,
+            languages=(translator.source_lang, translator.target_lang),
+        )
+        try:
+            for r in records:
+                append_record(results_file, r)
+        except ResultsError as e:
+            _fail(str(e))
+        _log(f"{len(records)} records appended to {results_file}")
     if record:
         update_eval(bundle, {f"{split}:{d}": r for d, r in results.items()})
 
@@ -592,6 +637,28 @@ def neighbours(
     where = "the store's own corpus" if own else "not the store's corpus"
     n = last - first
     _log(f"{n} sentences ({where}), {total / max(1, n):.2f} neighbours each: {out}")
+
+
+@app.command()
+def report(
+    reports: list[Path] = typer.Argument(..., help="Markdown files with table marks"),
+    check: bool = typer.Option(False, help="change nothing; exit 1 if a table is out of date"),
+) -> None:
+    """Rewrite each report's marked tables from results files, as `<report>.tables.json` says."""
+    from models.report import ReportError, update
+    from models.results import ResultsError
+
+    stale = []
+    for path in reports:
+        try:
+            if update(path, check=check):
+                stale.append(path)
+        except (ReportError, ResultsError, OSError) as e:
+            _fail(str(e))
+    for path in stale:
+        _log(f"{path}: {'out of date' if check else 'tables rewritten'}")
+    if check and stale:
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":

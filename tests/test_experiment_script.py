@@ -1,4 +1,4 @@
-"""docs/experiments/semiparametric-en-de.sh end to end on a toy corpus with tiny budgets.
+"""experiments/semiparametric-en-de.sh end to end on a toy corpus with tiny budgets.
 
 The real experiment runs for hours; this proves its plumbing (stores of every method,
 neighbours, warm-started training, every evaluation, the report) with the real commands.
@@ -19,7 +19,7 @@ from index_builder.store import open_store
 from tests.toy import toy_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "docs" / "experiments" / "semiparametric-en-de.sh"
+SCRIPT = ROOT / "experiments" / "semiparametric-en-de.sh"
 DOMAINS = ("general", "bible", "medical", "software-docs")
 TINY = {"d_model": 32, "n_heads": 2, "enc_layers": 1, "dec_layers": 1, "d_ff": 64, "dropout": 0.0}
 COMMON = {"max_tokens": 512, "lr": 3e-3, "warmup": 20, "eval_every": 10**6, "save_every": 20,

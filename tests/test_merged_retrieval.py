@@ -1,4 +1,4 @@
-"""docs/experiments/merged_retrieval.py: ranks interleaved, repeats dropped, cut to k."""
+"""experiments/merged_retrieval.py: ranks interleaved, repeats dropped, cut to k."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from index_builder.retrieval.base import Neighbour
 
-PATH = Path(__file__).resolve().parent.parent / "docs" / "experiments" / "merged_retrieval.py"
+PATH = Path(__file__).resolve().parent.parent / "experiments" / "merged_retrieval.py"
 spec = importlib.util.spec_from_file_location("merged_retrieval", PATH)
 merged = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(merged)

@@ -1,4 +1,4 @@
-"""docs/experiments/neighbour_coverage.py: hand-computed shares on a two-sentence set."""
+"""experiments/neighbour_coverage.py: hand-computed shares on a two-sentence set."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-PATH = Path(__file__).resolve().parent.parent / "docs" / "experiments" / "neighbour_coverage.py"
+PATH = Path(__file__).resolve().parent.parent / "experiments" / "neighbour_coverage.py"
 spec = importlib.util.spec_from_file_location("neighbour_coverage", PATH)
 cov = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(cov)
