@@ -57,6 +57,7 @@ __all__ = [
     "Store",
     "active_version",
     "build_store",
+    "check_domain",
     "corpus_sha256",
     "list_versions",
     "load_retriever",
@@ -68,6 +69,18 @@ KIND = "retrieval-store"
 FORMAT_VERSION = 1
 ACTIVE = "ACTIVE"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# Domain names become directory names, URL path segments and metric labels: one rule for the
+# CLI, the service's routes and settings, and the worker.
+DOMAIN_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+DOMAIN_RE = re.compile(DOMAIN_PATTERN)
+DOMAIN_RULE = "lower-case letters, digits, '_' and '-', starting with a letter or digit, at most 64"
+
+
+def check_domain(name: str) -> str:
+    """`name` if it is a valid domain name; else ValueError saying what the rule is."""
+    if not isinstance(name, str) or not DOMAIN_RE.fullmatch(name):
+        raise ValueError(f"invalid domain name {str(name)[:80]!r}: use {DOMAIN_RULE}")
+    return name
 
 
 @dataclass(frozen=True)
@@ -217,7 +230,9 @@ def corpus_sha256(pairs: Sequence[Pair]) -> str:
 
 
 def _check_name(what: str, name: str) -> None:
-    if not _NAME.fullmatch(name):
+    if what == "domain":
+        check_domain(name)
+    elif not _NAME.fullmatch(name):
         raise ValueError(f"invalid {what} {name!r}: use letters, digits, '.', '_' and '-'")
 
 

@@ -39,6 +39,12 @@ _BOUNDARY = re.compile(r"([.!?][\"'”’)\]]*)(\s+)(?=[\"'“‘(\[]?[A-ZÀ-Ö�
 _LAST_WORD = re.compile(r"(\S+?)[\"'”’)\]]*$")
 
 
+def is_blank(text: str) -> bool:
+    """A text with nothing to translate (empty or only whitespace): it is kept as a blank
+    translation, in the CLI (a blank line) and the service alike, so outputs stay aligned."""
+    return not text.strip()
+
+
 def split_sentences(text: str, lang: str = "en") -> list[str]:
     """`text` (in language `lang`) cut into sentences, each stripped; a text of one sentence
     comes back alone.

@@ -7,7 +7,7 @@ the same way.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,8 +113,12 @@ class Translator:
         neighbours: Sequence[NeighbourTexts] | None = None,
         gates: bool = False,
         sources: Sequence[Tensor | None] | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> list[Translation]:
         """Like `translate`, plus (with `gates`) each output's mean memory gate.
+
+        `progress(n)` is called after each batch with the number of texts it finished (a
+        command line shows a progress bar with it).
 
         `neighbours[i]` are the retrieved (source, target) pairs of `texts[i]`; a model without
         a memory ignores them. Beam search sums the gate along each hypothesis as it decodes,
@@ -161,6 +165,8 @@ class Translator:
             for j, (i, hyp) in enumerate(zip(chunk, hyps, strict=True)):
                 gate = None if row_gates is None else row_gates[j]
                 out[i] = Translation(self.tokenizer.decode(hyp), gate)
+            if progress is not None:
+                progress(len(chunk))
         return out
 
     def _length_batches(

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.backends import open_backends
 from service.deps import Service
-from service.domains import DomainManager
+from service.domains import GENERAL_DOMAIN, DomainManager
 from service.engine import Limits, TranslationEngine
 from service.errors import BadRequest, PayloadTooLarge, error_response, install_error_handlers
 from service.metrics import Metrics
@@ -105,6 +105,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     await anyio.to_thread.run_sync(engine.load_default, settings.bundle_path)
     await manager.start()
     service.domains = manager
+    for line in startup_summary(settings, engine, manager, backends_kind(settings, injected)):
+        log.info("%s", line)
     stop = asyncio.Event()
     wait_s = settings.batch_wait_ms / 1000
     service.tasks.append(engine.start_batching(settings.queue_size, settings.batch_size, wait_s))
@@ -130,6 +132,54 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await manager.stop()
         if injected is None:  # injected backends belong to the caller
             await backends.close()
+
+
+def backends_kind(settings: Settings, injected: Backends | None) -> str:
+    if injected is not None:
+        return "shared state: injected backends"
+    if settings.redis_url is None:
+        return "shared state: in-process (one replica; set RAGMT_REDIS_URL for several)"
+    return f"shared state: Redis (key prefix {settings.redis_prefix})"
+
+
+def startup_summary(
+    settings: Settings, engine: TranslationEngine, manager: DomainManager, state: str
+) -> list[str]:
+    """What this replica serves, one fact a line: an operator reads it in the first log lines."""
+    import torch
+
+    lines = []
+    for m in engine.models:
+        tr = m.translator
+        params = m.manifest.get("parameters")
+        size = f", {params / 1e6:.1f}M parameters" if isinstance(params, int) else ""
+        memory = ", reads retrieved pairs" if m.uses_memory else ""
+        lines.append(
+            f"model {m.name}: {m.manifest.get('architecture')} {tr.source_lang}->{tr.target_lang}"
+            f"{size}{memory} (weights {m.weights_sha256[:12]}, {m.path})"
+        )
+    if not engine.models:
+        lines.append(f"model: not loaded ({engine.not_ready_reason})")
+    lines.append(f"device {engine.device}, {torch.get_num_threads()} torch threads")
+    lines.append(f"stores directory {settings.store_root.resolve()}")
+    for domain in manager.known_domains():
+        active = manager.state(domain).active
+        if active is not None:
+            m = active.manifest
+            lines.append(
+                f"domain {domain}: active version {active.version} "
+                f"({m.get('method')}, {m.get('pairs')} pairs)"
+            )
+        elif domain == GENERAL_DOMAIN:
+            lines.append(f"domain {domain}: no store, translated without retrieval")
+        else:
+            lines.append(f"domain {domain}: no active store (503 until a version is activated)")
+    admin = "on" if settings.admin_key is not None else "off (RAGMT_ADMIN_KEY unset)"
+    keys = f"{len(settings.api_keys)} keys required" if settings.api_keys else "off (open)"
+    lines.append(f"management routes {admin}; client API keys {keys}")
+    worker = "in this process" if settings.run_worker else "off (a separate `ragmt worker`)"
+    lines.append(f"{state}; store builds {worker}")
+    return lines
 
 
 def create_app(settings: Settings | None = None, backends: Backends | None = None) -> FastAPI:

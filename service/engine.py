@@ -28,7 +28,7 @@ from index_builder.retrieval.serving import search_for
 from models.artifacts import ArtifactError
 from models.bundle import WEIGHTS_FILE, LoadedBundle, load_bundle
 from models.devices import resolve_device
-from models.segment import segment
+from models.segment import is_blank, segment
 from models.translator import DecodeOptions, Translator
 from service.batching import DecodeBatcher
 from service.domains import GENERAL_DOMAIN, DomainManager, Lease
@@ -340,8 +340,8 @@ class TranslationEngine:
         if len(texts) > lim.max_texts:
             raise _over_limit("texts", "max_texts", lim)
         for i, text in enumerate(texts):
-            if not isinstance(text, str) or not text.strip():
-                raise InvalidInput(f"texts.{i}: text must not be empty", field=f"texts.{i}")
+            if not isinstance(text, str):
+                raise InvalidInput(f"texts.{i}: must be a string", field=f"texts.{i}")
             if len(text) > lim.max_chars:
                 raise _over_limit(f"texts.{i}", "max_chars", lim)
             try:
@@ -422,9 +422,13 @@ class TranslationEngine:
             version = lease.version if lease is not None else None
             keys = [self.cache_key(model, version, domain, options, t) for t in texts]
             found = await self._cache_get(keys)
+            for i, text in enumerate(texts):
+                if is_blank(text):  # kept as a blank translation, as `ragmt translate` does
+                    found[i] = {"translation": "", "gate": None, "neighbours": []}
             todo = [i for i, hit in enumerate(found) if hit is None]
             if self.cache is not None:
-                self.metrics.cache_lookup(len(texts) - len(todo), len(todo))
+                blank = sum(map(is_blank, texts))
+                self.metrics.cache_lookup(len(texts) - len(todo) - blank, len(todo))
             neighbours: dict[int, list[Neighbour]] = {}
             sources: Sources = None
             retrieval_ms = decode_ms = 0.0
@@ -478,7 +482,7 @@ class TranslationEngine:
                 if req.return_neighbours
                 else None,
                 gate=value.get("gate"),
-                cached=i not in todo,
+                cached=i not in todo and not is_blank(texts[i]),
             )
             for i, value in enumerate(found)
             if value is not None
@@ -490,5 +494,5 @@ class TranslationEngine:
             total_ms=total_ms,
             decode_ms=decode_ms,
             retrieval_ms=retrieval_ms,
-            cache_hits=len(texts) - len(todo),
+            cache_hits=len(texts) - len(todo) - sum(map(is_blank, texts)),
         )

@@ -7,18 +7,20 @@ relative to the working directory, next to the prepared corpora of ``ragmt data 
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from index_builder.store import DOMAIN_PATTERN, DOMAIN_RE, check_domain
 from models.translator import DEFAULT_BUNDLE
 
-# Domain names become directory names and metric labels: keep them short and plain.
-DOMAIN_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
-DOMAIN_RE = re.compile(DOMAIN_PATTERN)
+__all__ = ["DOMAIN_PATTERN", "DOMAIN_RE", "VERSION_PATTERN", "VERSION_RE", "Settings"]
 # Store version ids (index_builder.store names them `<UTC time>Z-<hash>`); never a path.
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 VERSION_RE = re.compile(VERSION_PATTERN)
@@ -84,8 +86,7 @@ class Settings(BaseSettings):
     @classmethod
     def _domain_names(cls, value: list[str]) -> list[str]:
         for name in value:
-            if not DOMAIN_RE.fullmatch(name):
-                raise ValueError(f"invalid domain name {name[:80]!r}: {DOMAIN_PATTERN}")
+            check_domain(name)
         return value
 
     @model_validator(mode="after")
@@ -112,3 +113,23 @@ class Settings(BaseSettings):
     def store_root(self) -> Path:
         """Where retrieval stores live: `stores_dir`, or ``<data_dir>/stores``."""
         return self.stores_dir if self.stores_dir is not None else self.data_dir / "stores"
+
+
+ENV_PREFIX = "RAGMT_"
+
+
+def known_variables() -> list[str]:
+    """Every RAGMT_* variable the service reads, one per setting."""
+    return sorted(ENV_PREFIX + name.upper() for name in Settings.model_fields)
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse a RAGMT_* variable that configures nothing (a misspelt one would otherwise be
+    ignored in silence, and the server start with a default the operator did not want)."""
+    environ = os.environ if environ is None else environ
+    known = known_variables()
+    for var in sorted(environ):
+        if var.upper().startswith(ENV_PREFIX) and var.upper() not in known:
+            close = difflib.get_close_matches(var.upper(), known, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else "see README.md, Settings"
+            raise ValueError(f"unknown environment variable {var}: {hint}")

@@ -214,9 +214,12 @@ def prepare(
     records: dict[str, Any] = {}
     # Cheap pass first: fetch packages and name them, to decide whether anything changed.
     pkg_hashes = {}
-    for src in srcs:
-        for pkg in src.packages:
-            pkg_hashes[pkg.label] = sha256_file(fetch(pkg, cache, offline=offline))
+    packages = [pkg for src in srcs for pkg in src.packages]
+    for i, pkg in enumerate(packages, 1):
+        path = fetch(
+            pkg, cache, offline=offline, log=lambda m, i=i: log(f"[{i}/{len(packages)}] {m}")
+        )
+        pkg_hashes[pkg.label] = sha256_file(path)
     chash = config_hash(cfg, pkg_hashes)
     mpath = pair_dir / MANIFEST
     if not force and mpath.is_file():

@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,8 +60,20 @@ def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
         raise FetchError(f"{cmd[0]} is not installed; cannot fetch packages") from e
 
 
-def fetch(pkg: Package, cache: Path, offline: bool = False) -> Path:
+def _reason(stderr: str) -> str:
+    """The lines of a failed download that say why: its errors, not pip's warnings about
+    index locations that do not concern this package."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("ERROR", "E:"))]
+    kept = errors or [ln for ln in lines if not ln.startswith("WARNING")] or lines
+    return " / ".join(kept)[-400:] or "no error output"
+
+
+def fetch(
+    pkg: Package, cache: Path, offline: bool = False, log: Callable[[str], None] | None = None
+) -> Path:
     """Return the package file in the cache, downloading it first if it is not there."""
+    cache = Path(cache).resolve()  # the download runs inside the cache: a relative path twice
     hit = find_cached(pkg, cache)
     if hit is not None:
         return hit
@@ -67,17 +81,19 @@ def fetch(pkg: Package, cache: Path, offline: bool = False) -> Path:
         raise FetchError(f"{pkg.label} is not in the cache {cache} and --offline was given")
     folder = cache / ("debs" if pkg.kind == "deb" else "wheels")
     folder.mkdir(parents=True, exist_ok=True)
+    if log is not None:
+        log(f"downloading {pkg.label} into {folder}")
     if pkg.kind == "deb":
         res = _run(["apt-get", "download", pkg.name], folder)
         if res.returncode != 0 and "Unable to locate" in res.stderr:
             _run(["apt-get", "update"], folder)
             res = _run(["apt-get", "download", pkg.name], folder)
     else:
-        cmd = ["pip", "download", "--no-deps", "-d", str(folder), pkg.label]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder), pkg.label]
         res = _run(cmd, folder)
     hit = find_cached(pkg, cache)
     if res.returncode != 0 or hit is None:
-        raise FetchError(f"could not download {pkg.label}: {res.stderr.strip()[-400:]}")
+        raise FetchError(f"could not download {pkg.label}: {_reason(res.stderr)}")
     return hit
 
 

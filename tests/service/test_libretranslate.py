@@ -75,7 +75,7 @@ def test_auto_source_reports_the_detected_language(client: TestClient) -> None:
         ({"q": "one", "source": "en", "target": "de", "format": "html"}, 400, "format"),
         ({"q": "one", "source": "en", "target": "fr"}, 422, "en->de"),
         ({"q": "one", "source": "xx", "target": "de"}, 422, "en->de"),
-        ({"q": "", "source": "en", "target": "de"}, 422, "q.0"),
+        ({"q": [], "source": "en", "target": "de"}, 422, "q must not be empty"),
         ({"q": ["one"] * 4, "source": "en", "target": "de"}, 422, "max_texts=3"),
         ({"q": "one " * 20, "source": "en", "target": "de"}, 422, "max_chars=40"),
         ({"q": 5, "source": "en", "target": "de"}, 422, "q"),
