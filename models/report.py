@@ -16,7 +16,8 @@ row and its column each add to, so a number in the report is never typed by hand
         "metric": "bleu", "format": "{:.2f}", "corner": "store",
         "columns": {"field": "domain", "values": ["general", "medical"]},
         "rows": [{"label": "IDF n-gram", "where": {"store.label": "idf-ngram"}},
-                 {"label": "Δ", "where": {...}, "minus": {...}},   # cell minus another record
+                 {"label": "Δ", "where": {...}, "minus": {...},    # cell minus another record
+                  "minus_cells": {"medical": {...}}},                  # per column, too
                  {"label": "wrong store", "where": {...},
                   "cells": {"general": {"store.domain": "medical"}},   # per-column filters
                   "absent": ["medical"]}]}}}                          # "-", on purpose
@@ -44,7 +45,9 @@ _TABLE_KEYS = {
     "where", "metric", "format", "delta_format", "corner", "columns", "rows", "aggregate",
     "signatures", "note",
 }  # fmt: skip
-_ROW_KEYS = {"label", "where", "cells", "absent", "minus", "bold", "metric", "format"}
+_ROW_KEYS = {
+    "label", "where", "cells", "absent", "minus", "minus_cells", "bold", "metric", "format",
+}  # fmt: skip
 Record = dict[str, Any]
 
 
@@ -137,6 +140,7 @@ def _render_table(name: str, spec: Mapping[str, Any], records: Sequence[Record])
             values = [_get(r, metric) for r in found]
             if "minus" in row:
                 other_where = {**base, **col.get("where", {}), **row["minus"]}
+                other_where |= row.get("minus_cells", {}).get(label, {})
                 other = _pick(records, other_where)
                 if len(other) != 1:
                     raise ReportError(
