@@ -1,0 +1,133 @@
+"""`ragmt eval --results` appends self-describing records; `ragmt report` builds tables."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from index_builder.retrieval.encoder import bundle_sha256
+from index_builder.store import active_version
+from models.artifacts import sha256_file
+from models.bundle import load_bundle, save_bundle
+from models.semiparametric import SemiParametricConfig, from_transformer
+from service.cli import app
+from tests.service.conftest import make_store
+from tests.toy import gloss, toy_pairs
+
+pytestmark = pytest.mark.integration
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _data(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    (data / "toy").mkdir(parents=True)
+    sents = ["one two three four", "red house blue tree", "green tree four five"]
+    (data / "toy/test.en").write_text("\n".join(sents) + "\n", encoding="utf-8")
+    (data / "toy/test.de").write_text("\n".join(gloss(s) for s in sents) + "\n", encoding="utf-8")
+    (data / "manifest.json").write_text(json.dumps({"languages": {"source": "en", "target": "de"}}))
+    return data
+
+
+def _memory_bundle(bundle: Path, tmp_path: Path) -> Path:
+    """The toy baseline warm-started into a semi-parametric model (memory untrained)."""
+    base = load_bundle(bundle).model
+    fields = {f.name for f in dataclasses.fields(base.config)}
+    config = SemiParametricConfig(
+        **{k: v for k, v in base.config.to_dict().items() if k in fields},
+        max_neighbours=4,
+        max_neighbour_len=16,
+    )
+    torch.manual_seed(0)
+    path = tmp_path / "toy-memory"
+    save_bundle(path, from_transformer(base, config).eval(), "semiparametric",
+                languages={"source": "en", "target": "de"},
+                extra_files={"spm.model": bundle / "spm.model"})  # fmt: skip
+    return path
+
+
+def test_eval_appends_one_record_per_domain_saying_what_produced_it(
+    bundle: Path, tmp_path: Path
+) -> None:
+    data, results = _data(tmp_path), tmp_path / "results.jsonl"
+    args = ["eval", "--model", str(bundle), "--data", str(data), "--domains", "toy"]
+    res = runner.invoke(app, [*args, "--beam", "2", "--results", str(results)])
+    assert res.exit_code == 0, res.output
+    memory = _memory_bundle(bundle, tmp_path)
+    stores = tmp_path / "idf-stores"
+    make_store(stores, "toy", toy_pairs(30, seed=8), method="idf-ngram", activate=True)
+    args = ["eval", "--model", str(memory), "--data", str(data), "--domains", "toy"]
+    args += ["--stores", str(stores), "--neighbours", "3", "--length-penalty", "1.5"]
+    res = runner.invoke(app, [*args, "--system", "mem", "--results", str(results)])
+    assert res.exit_code == 0, res.output
+
+    base, mem = [json.loads(x) for x in results.read_text().splitlines()]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert base["system"] == bundle.name and mem["system"] == "mem"
+    assert base["bundle"]["sha256"] == bundle_sha256(manifest)
+    assert base["bundle"]["architecture"] == "transformer"
+    assert mem["bundle"]["architecture"] == "semiparametric"
+    assert (base["domain"], base["split"], base["bleu"], base["sentences"]) == (
+        "toy",
+        "test",
+        100.0,
+        3,
+    )
+    assert base["signatures"]["bleu"].startswith("nrefs:1|") and base["chrf"] == 100.0
+    assert base["decoding"] == {"beam": 2, "length_penalty": 2.0, "split_sentences": True,
+                                "batch_size": 32, "neighbours_k": None}  # fmt: skip
+    assert base["store"] is None and base["gate_mean"] is None
+    assert base["data"]["manifest_sha256"] == sha256_file(data / "manifest.json")
+    assert base["data"]["source_sha256"] == sha256_file(data / "toy" / "test.en")
+    assert base["data"]["reference_sha256"] == sha256_file(data / "toy" / "test.de")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    assert base["git"]["commit"] == head.stdout.strip() and isinstance(base["git"]["dirty"], bool)
+    assert base["date"] and base["timings"]["seconds"] is not None
+
+    version = active_version(stores, "toy")
+    assert mem["store"] == {
+        "domain": "toy",
+        "method": "idf-ngram",
+        "version": version,
+        "manifest_sha256": sha256_file(stores / "toy" / version / "manifest.json"),
+        "encoder_sha256": None,
+        "label": "idf-stores",
+    }
+    assert mem["decoding"]["neighbours_k"] == 3 and mem["decoding"]["length_penalty"] == 1.5
+    assert 0.0 < mem["gate_mean"] < 1.0 and mem["timings"]["retrieval_seconds"] is not None
+
+
+def test_eval_refuses_a_torn_results_file_before_decoding(bundle: Path, tmp_path: Path) -> None:
+    data, results = _data(tmp_path), tmp_path / "results.jsonl"
+    results.write_text('{"format": "ragmt-result/1", "bleu": 1')
+    args = ["eval", "--model", str(bundle), "--data", str(data), "--domains", "toy"]
+    res = runner.invoke(app, [*args, "--results", str(results), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert "line 1 is torn" in res.output
+    assert results.read_text() == '{"format": "ragmt-result/1", "bleu": 1'
+    assert not (tmp_path / "o.json").exists()  # refused before any decoding
+
+
+def test_report_check_fails_on_a_stale_table_and_passes_once_rewritten(
+    bundle: Path, tmp_path: Path
+) -> None:
+    data, results = _data(tmp_path), tmp_path / "results.jsonl"
+    args = ["eval", "--model", str(bundle), "--data", str(data), "--domains", "toy"]
+    assert runner.invoke(app, [*args, "--results", str(results)]).exit_code == 0
+    spec = {"columns": [{"label": "BLEU"}], "rows": {"field": "domain"}, "corner": "domain"}
+    (tmp_path / "r.tables.json").write_text(
+        json.dumps({"results": ["results.jsonl"], "tables": {"t": spec}})
+    )
+    report = tmp_path / "r.md"
+    report.write_text("<!-- table: t -->\n| domain | BLEU |\n<!-- /table -->\n")
+    assert runner.invoke(app, ["report", "--check", str(report)]).exit_code == 1
+    res = runner.invoke(app, ["report", str(report)])
+    assert res.exit_code == 0, res.output
+    assert "| toy | 100.00 |" in report.read_text()
+    assert runner.invoke(app, ["report", "--check", str(report)]).exit_code == 0
