@@ -73,7 +73,10 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # CLI, the service's routes and settings, and the worker.
 DOMAIN_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 DOMAIN_RE = re.compile(DOMAIN_PATTERN)
-DOMAIN_RULE = "lower-case letters, digits, '_' and '-', starting with a letter or digit, at most 64"
+DOMAIN_RULE = (
+    "lower-case letters, digits, '_' and '-', starting with a letter or digit, "
+    "at most 64 characters"
+)
 
 
 def check_domain(name: str) -> str:

@@ -12,11 +12,13 @@ import shutil
 import sys
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+from models import defaults
 
 if TYPE_CHECKING:
     from index_builder.corpus import Pair
@@ -24,19 +26,109 @@ if TYPE_CHECKING:
     from models.evaluate import Retrieved
     from models.train import TrainData
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+HELP = (
+    "ragmt: retrieval-augmented machine translation. Prepare corpora, train and evaluate "
+    "models, build retrieval stores from translation memories, translate from the command "
+    "line, and serve the REST API."
+)
+
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help=HELP, pretty_exceptions_enable=False
+)
 data_app = typer.Typer(no_args_is_help=True, help="Build corpora from registry packages.")
 app.add_typer(data_app, name="data")
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # a message stays one line, however long
 
 DOMAINS = "general,bible,medical,software-docs"
+
+
+_SHOW_TRACEBACK = False
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"ragmt {version('ragmt')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            typer.echo("ragmt (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the version and exit"
+    ),
+    traceback: bool = typer.Option(
+        False, "--traceback", help="on an unexpected failure, print the traceback"
+    ),
+) -> None:
+    global _SHOW_TRACEBACK
+    _SHOW_TRACEBACK = traceback
+
+
+def main() -> None:
+    """The `ragmt` console script: a failure is one line on stderr, not a traceback."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        _log("interrupted")
+        sys.exit(130)
+    except Exception as e:
+        if _SHOW_TRACEBACK:
+            raise
+        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        err.print(
+            f"[red]error:[/red] {escape(type(e).__name__)}: {escape(message)} "
+            "(rerun with --traceback for the details)",
+            highlight=False,
+        )
+        sys.exit(1)
+
+
+def _stores_dir(given: Path | None) -> Path:
+    """The stores directory the CLI uses: the one given, else the service's (RAGMT_STORES_DIR,
+    else <RAGMT_DATA_DIR>/stores, else data/stores), so a store built here is one it serves."""
+    if given is not None:
+        return given
+    return _settings().store_root
+
+
+def _settings(**overrides: Any) -> Any:
+    """The service's settings from RAGMT_* variables; a bad or unknown one is one clear line."""
+    from pydantic import ValidationError
+
+    from service.settings import Settings, check_environment
+
+    try:
+        check_environment()
+        return Settings(**overrides)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"RAGMT_{'_'.join(map(str, x['loc'])).upper()}: {x['msg']}" if x["loc"] else x["msg"]
+            for x in e.errors()
+        )
+        _fail(f"invalid settings: {problems}")
+    except ValueError as e:
+        _fail(str(e))
+
+
+def _domain_name(domain: str) -> str:
+    from index_builder.store import check_domain
+
+    try:
+        return check_domain(domain)
+    except ValueError as e:
+        _fail(str(e))
 
 
 def _log(msg: str) -> None:
     err.print(msg, highlight=False, markup=False)
 
 
-def _fail(msg: str) -> None:
+def _fail(msg: str) -> NoReturn:
     err.print(f"[red]error:[/red] {escape(msg)}", highlight=False)
     raise typer.Exit(2)
 
@@ -191,34 +283,45 @@ def translate(
     model: Path = typer.Option(None, help="model bundle (default: the committed bundle)"),
     input: Path = typer.Option(None, "--input", "-i", help="one sentence a line (default stdin)"),
     output: Path = typer.Option(None, "--output", "-o", help="default stdout"),
-    beam: int = typer.Option(4, min=1, max=16),
+    beam: int = typer.Option(defaults.BEAM_SIZE, min=1, max=16),
     length_penalty: float = typer.Option(
-        2.0, min=0.0, max=5.0, help="beam search: GNMT length normalisation exponent"
+        defaults.LENGTH_PENALTY, min=0.0, max=5.0, help="beam search: GNMT length normalisation"
     ),
     split_sentences: bool = typer.Option(
-        True, help="translate a text of several sentences one sentence at a time"
+        defaults.SPLIT_SENTENCES, help="translate a text of several sentences one at a time"
     ),
-    batch_size: int = typer.Option(32, min=1),
+    batch_size: int = typer.Option(defaults.BATCH_SIZE, min=1),
     device: str = typer.Option("cpu"),
     domain: str = typer.Option(
         None, help="retrieve neighbours from this domain's active store (default: no store)"
     ),
-    stores: Path = typer.Option(None, help="stores directory (default: the service's)"),
-    neighbours: int = typer.Option(10, min=1, help="neighbours retrieved per sentence"),
+    stores: Path = typer.Option(
+        None, help="stores directory (default: the service's, RAGMT_STORES_DIR or data/stores)"
+    ),
+    neighbours: int = typer.Option(
+        defaults.NEIGHBOURS_K, min=1, help="neighbours retrieved per sentence"
+    ),
     retrieval_model: Path = typer.Option(
         None, help="dense stores: the bundle they were built with (default: the one recorded)"
     ),
 ) -> None:
     """Translate sentences, one a line, with the same call the service uses.
 
-    A blank line (or one the tokenizer reduces to nothing) gives a blank line.
+    A blank line (or one the tokenizer reduces to nothing) gives a blank line. Typed at a
+    terminal, each line is translated as it is entered.
     """
+    from tqdm import tqdm
+
     from index_builder.retrieval.serving import search_for
     from models.artifacts import ArtifactError
     from models.bundle import load_bundle
-    from models.segment import segment
+    from models.segment import is_blank, segment
     from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator, join_translations
 
+    if input is not None and not input.is_file():
+        _fail(f"--input {input}: no such file")
+    if domain is not None:
+        _domain_name(domain)
     try:
         bundle = load_bundle(model or DEFAULT_BUNDLE, device=device)
     except ArtifactError as e:
@@ -229,24 +332,38 @@ def translate(
         retriever = _domain_retriever(domain, stores, retrieval_model, bundle)
         if not translator.uses_memory:
             _log("note: this model has no retrieval memory; neighbours do not change its output")
+    options = DecodeOptions(beam_size=beam, length_penalty=length_penalty, batch_size=batch_size)
+
+    def run(lines: list[str], bar: tqdm | None = None) -> list[str]:
+        seg = segment(["" if is_blank(ln) else ln for ln in lines], split_sentences,
+                      translator.source_lang)  # fmt: skip
+        found = sources = None
+        if retriever is not None and translator.uses_memory:
+            hits, sources = search_for(translator, retriever, seg.segments, neighbours)
+            found = [[(n.source, n.target) for n in h] for h in hits]
+        if bar is not None:
+            bar.reset(total=len(seg.segments))
+        out = translator.translate_detailed(
+            seg.segments, options, neighbours=found, sources=sources,
+            progress=bar.update if bar is not None else None,
+        )  # fmt: skip
+        return [t.text for t in join_translations(seg, out)]
+
+    if input is None and output is None and sys.stdin.isatty():  # a person typing
+        _log("translating each line as it is entered; Ctrl-D ends")
+        for line in sys.stdin:
+            sys.stdout.write(run([line.rstrip("\n")])[0] + "\n")
+            sys.stdout.flush()
+        return
+    raw = input.read_bytes() if input is not None else sys.stdin.buffer.read()
     try:
-        text = input.read_text(encoding="utf-8") if input else sys.stdin.read()
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        _fail(f"{input or 'stdin'}: invalid UTF-8 at byte {e.start}")
-    lines = [ln if ln.strip() else "" for ln in text.splitlines()]
-    seg = segment(lines, split_sentences, translator.source_lang)
-    found = sources = None
-    if retriever is not None and translator.uses_memory:
-        hits, sources = search_for(translator, retriever, seg.segments, neighbours)
-        found = [[(n.source, n.target) for n in h] for h in hits]
-    out = translator.translate_detailed(
-        seg.segments,
-        DecodeOptions(beam_size=beam, length_penalty=length_penalty, batch_size=batch_size),
-        neighbours=found,
-        sources=sources,
-    )
-    out = join_translations(seg, out)
-    result = "".join(t.text + "\n" for t in out)
+        line = raw[: e.start].count(b"\n") + 1
+        _fail(f"{input or 'standard input'}: invalid UTF-8 at byte {e.start} (line {line})")
+    # a progress bar on a terminal only (tqdm leaves it out when stderr is not one)
+    with tqdm(desc="translating", unit=" sentences", file=sys.stderr, disable=None) as bar:
+        result = "".join(t + "\n" for t in run(text.splitlines(), bar))
     if output:
         output.write_text(result, encoding="utf-8")
     else:
@@ -264,11 +381,13 @@ def _domain_retriever(domain: str, stores: Path | None, encoder: Path | None, se
     from index_builder.retrieval.serving import store_encoder
     from index_builder.store import load_retriever, open_store
     from models.artifacts import ArtifactError
-    from service.settings import Settings
 
-    root = stores if stores is not None else Settings().store_root
+    root = _stores_dir(stores)
     if not (root / domain).is_dir():
-        _fail(f"no store for domain {domain!r} under {root}")
+        _fail(
+            f"no store for domain {domain!r} under {root} "
+            f"(build one with `ragmt build-store --domain {domain} --corpus FILE ...`)"
+        )
     try:
         store = open_store(root / domain)
         return load_retriever(store, store_encoder(store.manifest, served, encoder))
@@ -282,12 +401,12 @@ def evaluate_cmd(
     data: Path = typer.Option(Path("data/en-de"), help="prepared language-pair directory"),
     domains: str = typer.Option(DOMAINS, help="comma-separated domains"),
     split: str = typer.Option("test"),
-    beam: int = typer.Option(4, min=1, max=16),
+    beam: int = typer.Option(defaults.BEAM_SIZE, min=1, max=16),
     length_penalty: float = typer.Option(
-        2.0, min=0.0, max=5.0, help="beam search: GNMT length normalisation exponent"
+        defaults.LENGTH_PENALTY, min=0.0, max=5.0, help="beam search: GNMT length normalisation"
     ),
     split_sentences: bool = typer.Option(
-        True, help="translate a text of several sentences one sentence at a time"
+        defaults.SPLIT_SENTENCES, help="translate a text of several sentences one at a time"
     ),
     out: Path = typer.Option(None, help="write <out>.json and <out>.md"),
     title: str = typer.Option("", help="title of the Markdown table"),
@@ -298,11 +417,13 @@ def evaluate_cmd(
     store: str = typer.Option(
         None, help="with --stores: use this one domain's store for every domain (mismatch tests)"
     ),
-    neighbours: int = typer.Option(10, min=1, help="neighbours retrieved per sentence"),
+    neighbours: int = typer.Option(
+        defaults.NEIGHBOURS_K, min=1, help="neighbours retrieved per sentence"
+    ),
     retrieval_model: Path = typer.Option(
         None, help="dense stores: the bundle they were built with (default: the one recorded)"
     ),
-    batch_size: int = typer.Option(32, min=1, help="sentences decoded at once"),
+    batch_size: int = typer.Option(defaults.BATCH_SIZE, min=1, help="sentences decoded at once"),
     results_file: Path = typer.Option(
         None, "--results", help="append one self-describing record per domain (JSON Lines)"
     ),
@@ -311,18 +432,28 @@ def evaluate_cmd(
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
     from index_builder.retrieval.encoder import bundle_sha256
     from index_builder.retrieval.serving import search_for
+    from models.artifacts import ArtifactError
     from models.bundle import load_bundle, update_eval
     from models.evaluate import evaluate, markdown_table, write_report
     from models.results import ResultsError, append_record, eval_records, read_records
     from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
     bundle = model or DEFAULT_BUNDLE
-    loaded = load_bundle(bundle)
+    try:
+        loaded = load_bundle(bundle)
+    except ArtifactError as e:
+        _fail(str(e))
     translator = Translator.from_loaded(loaded)
     if store is not None and stores is None:
         _fail("--store needs --stores")
     if stores is not None and not translator.uses_memory:
         _fail(f"{bundle} has no retrieval memory: --stores would not change its output")
+    missing = [d for d in domains.split(",") if d and not (data / d).is_dir()]
+    if missing:
+        _fail(
+            f"no prepared data for {', '.join(missing)} under {data} "
+            "(run `ragmt data prepare`, or give --data and --domains)"
+        )
     if results_file is not None and results_file.exists():
         try:  # a torn results file is refused before hours of decoding, not after
             read_records(results_file)
@@ -406,14 +537,20 @@ def serve(
     port: int = typer.Option(None, help="default from RAGMT_PORT or 8000"),
     model: Path = typer.Option(None, help="bundle to serve (default: the committed bundle)"),
 ) -> None:
-    """Serve the REST API (uvicorn); with no settings, the committed default bundle."""
+    """Serve the REST API (uvicorn); with no settings, the committed default bundle.
+
+    Settings come from RAGMT_* variables (README.md, Settings); an unknown one stops the start.
+    """
     from service.server import serve as run_server
-    from service.settings import Settings
 
     overrides = {
         k: v for k, v in {"host": host, "port": port, "model_path": model}.items() if v is not None
     }
-    run_server(Settings(**overrides))
+    settings = _settings(**overrides)
+    try:
+        run_server(settings)
+    except ValueError as e:  # e.g. RAGMT_DEVICE names a device this machine lacks
+        _fail(str(e))
 
 
 @app.command()
@@ -422,11 +559,10 @@ def worker(
     stores: Path = typer.Option(None, help="stores directory (default from the settings)"),
 ) -> None:
     """Build the stores that uploads queue (Redis stream) until SIGTERM: the index builder."""
-    from service.settings import Settings
     from service.worker import main
 
     overrides = {"redis_url": redis_url, "stores_dir": stores}
-    main(Settings(**{k: v for k, v in overrides.items() if v is not None}))
+    main(_settings(**{k: v for k, v in overrides.items() if v is not None}))
 
 
 METHODS = ("idf-sentence", "idf-ngram", "dense-ngram")
@@ -460,7 +596,9 @@ def build_store_cmd(
         ..., help="TSV, TMX or Moses file(s), or a prepared domain dir such as data/en-de/bible"
     ),
     method: str = typer.Option(..., help="idf-sentence, idf-ngram or dense-ngram"),
-    out: Path = typer.Option(Path("stores"), help="stores directory"),
+    out: Path = typer.Option(
+        None, help="stores directory (default: the service's, RAGMT_STORES_DIR or data/stores)"
+    ),
     split: str = typer.Option("train", help="split read from a prepared domain directory"),
     widths: str = typer.Option(None, help="n-gram methods: comma-separated n-gram widths"),
     all_positions: bool = typer.Option(
@@ -494,6 +632,8 @@ def build_store_cmd(
     from models.artifacts import ArtifactError
     from models.translator import DEFAULT_BUNDLE
 
+    _domain_name(domain)
+    out = _stores_dir(out)
     if method not in METHODS:
         _fail(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
     dense = method == "dense-ngram"
@@ -662,4 +802,4 @@ def report(
 
 
 if __name__ == "__main__":
-    app()
+    main()

@@ -18,6 +18,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from index_builder.store import DOMAIN_PATTERN, DOMAIN_RE, check_domain
+from models import defaults
 from models.translator import DEFAULT_BUNDLE
 
 __all__ = ["DOMAIN_PATTERN", "DOMAIN_RE", "VERSION_PATTERN", "VERSION_RE", "Settings"]
@@ -39,12 +40,12 @@ class Settings(BaseSettings):
     max_texts: int = Field(64, ge=1)
     max_chars: int = Field(2000, ge=1)
     max_body_bytes: int = Field(1_000_000, ge=1)
-    beam_size: int = Field(4, ge=1)
+    beam_size: int = Field(defaults.BEAM_SIZE, ge=1)
     max_beam_size: int = Field(8, ge=1)
     # GNMT length normalisation exponent of beam search
-    length_penalty: float = Field(2.0, ge=0.0, le=5.0)
+    length_penalty: float = Field(defaults.LENGTH_PENALTY, ge=0.0, le=5.0)
     # a text of several sentences is translated one sentence at a time (models.segment)
-    split_sentences: bool = True
+    split_sentences: bool = defaults.SPLIT_SENTENCES
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
 
@@ -53,7 +54,7 @@ class Settings(BaseSettings):
     stores_dir: Path | None = None  # None: <data_dir>/stores
     domains: CommaList = []  # domains served; empty: every domain directory in stores_dir
     required_domains: CommaList = []  # /readyz fails until each has an active store loaded
-    neighbours_k: int = Field(5, ge=1, le=64)  # pairs retrieved per text
+    neighbours_k: int = Field(defaults.NEIGHBOURS_K, ge=1, le=64)  # pairs retrieved per text
     reconcile_interval_s: float = Field(10.0, gt=0)  # periodic re-read of the shared registry
     max_upload_bytes: int = Field(50_000_000, ge=1)  # corpus uploads (management route)
 
