@@ -16,6 +16,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -39,6 +41,7 @@ VARIABLES = {
     "JOB": "74260173b4814ea39090b6625b1bfc2e",
     "VERSION": "20261201T031712.255Z-a5a8a087",
     "OLD": "20261201T031845.722Z-290b7071",
+    "TMX_VERSION": "20261201T032210.118Z-7d04c2e9",
 }
 
 
@@ -341,11 +344,9 @@ def _json_values(text: str) -> list[Any]:
     return out
 
 
-@pytest.mark.skipif(
-    not all(shutil.which(t) for t in ("bash", "curl", "jq")), reason="needs bash, curl and jq"
-)
-def test_adding_a_domain_runs_as_written(bundle: Path, tmp_path: Path) -> None:
-    (block,) = bash_blocks(section("### Adding a domain"))
+@contextmanager
+def _server(bundle: Path, tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """A real `ragmt serve` on a free port, ready; yields the port and its environment."""
     port = _free_port()
     env = {
         **os.environ,
@@ -375,17 +376,34 @@ def test_adding_a_domain_runs_as_written(bundle: Path, tmp_path: Path) -> None:
                 pass
             assert time.monotonic() < deadline, "server never became ready"
             time.sleep(0.2)
-        script = "set -euo pipefail\n" + block.replace(PORT, f"localhost:{port}")
-        work = tmp_path / "work"
-        work.mkdir()
-        run = subprocess.run(
-            ["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=120
-        )
-        assert run.returncode == 0, run.stderr[-3000:]
-        activated, translated, second, rolled_back, deleted, final = _json_values(run.stdout)
+        yield port, env
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(30)
+
+
+def _run_script(block: str, port: int, env: dict[str, str], work: Path) -> str:
+    """`block` in bash as written (but for the port), failing on the first failed command."""
+    script = "set -euo pipefail\n" + block.replace(PORT, f"localhost:{port}")
+    work.mkdir(exist_ok=True)
+    run = subprocess.run(
+        ["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=180
+    )
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-2000:]
+    return run.stdout
+
+
+NEEDS_TOOLS = pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("bash", "curl", "jq")), reason="needs bash, curl and jq"
+)
+
+
+@NEEDS_TOOLS
+def test_adding_a_domain_runs_as_written(bundle: Path, tmp_path: Path) -> None:
+    (block,) = bash_blocks(section("### Adding a domain"))
+    with _server(bundle, tmp_path) as (port, env):
+        out = _run_script(block, port, env, tmp_path / "work")
+    activated, translated, second, rolled_back, deleted, final = _json_values(out)
     first = activated["active_version"]
     assert activated["state"] == "active" and activated["pairs"] == 2
     result = translated["results"][0]
@@ -400,3 +418,30 @@ def test_adding_a_domain_runs_as_written(bundle: Path, tmp_path: Path) -> None:
     assert deleted == {"domain": "manuals", "deleted": old}
     assert final["active_version"] == first and final["versions"] == [first]
     assert (tmp_path / "stores" / "manuals" / "ACTIVE").read_text().strip() == first
+
+
+@NEEDS_TOOLS
+def test_the_whole_api_section_runs_in_order_on_a_fresh_server(
+    bundle: Path, tmp_path: Path
+) -> None:
+    """Every example of "Using the API", in the README's order, against a server with no
+    store at all: each one succeeds (curl fails the script on any 4xx or 5xx), the first
+    builds the domain the later ones use."""
+    blocks = bash_blocks(section())
+    assert "ragmt serve" in blocks[0]  # the server, started here with the same settings
+    script = 'curl() { command curl --fail-with-body "$@"; }\n' + "\n".join(blocks[1:])
+    with _server(bundle, tmp_path) as (port, env):
+        out = _run_script(script, port, env, tmp_path / "work")
+    assert '"error":{' not in out and '"state":"failed"' not in out, out[-3000:]
+    assert "ragmt_queue_depth" in out  # the metrics example found its series
+    manuals = tmp_path / "stores" / "manuals"
+    manifests = {
+        p.name: json.loads((p / "manifest.json").read_text())
+        for p in manuals.iterdir()
+        if (p / "manifest.json").is_file()
+    }
+    # the walk-through's first version (manuals.tsv, 2 pairs) serves again after the TMX
+    # version was activated, rolled back and deleted
+    active = manifests[(manuals / "ACTIVE").read_text().strip()]
+    assert (active["method"], active["pairs"]) == ("idf-ngram", 2)
+    assert all(m["method"] != "idf-sentence" for m in manifests.values())
