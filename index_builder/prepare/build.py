@@ -209,6 +209,9 @@ def prepare(
 ) -> dict[str, Any]:
     """Build `<out>/<pair>/`; skip the work when the manifest says it is already up to date."""
     srcs = only_sources if only_sources is not None else sources(cfg.lang)
+    # download and unpack tools run with the cache as their working directory: a relative
+    # path (the CLI's default data/cache) is made absolute once, here
+    cache = Path(cache).resolve()
     pair_dir = Path(out) / cfg.pair
     per_domain: dict[str, list[Pair]] = defaultdict(list)
     records: dict[str, Any] = {}

