@@ -6,8 +6,8 @@ tests/data/compose-spec/, offline) after compose-style interpolation and merging
 schema cannot see (references between services, volumes, Dockerfile targets, the proxy's
 upstream) is checked by hand; every `ragmt` command line the files name must parse in the
 real CLI, and every RAGMT_* variable must be a settings field; and the entrypoint and
-healthcheck scripts run outside Docker against the real Redis on 127.0.0.1:6379 (`.ci/run`
-starts one) and local sockets.
+healthcheck scripts run outside Docker against a real Redis (`redis_url`: a private
+redis-server, or the one on 127.0.0.1:6379) and local sockets.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ import yaml
 
 from service.cli import app
 from service.settings import Settings
+from tests.redis_server import has_redis_server
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -43,7 +46,6 @@ ENTRYPOINT = ROOT / "docker/entrypoint.sh"
 HEALTHCHECK = ROOT / "docker/healthcheck.py"
 NGINX = ROOT / "docker/nginx.conf"
 SCHEMA = ROOT / "tests/data/compose-spec/compose-spec.json"
-REDIS_URL = "redis://127.0.0.1:6379/0"
 ADMIN_ENV = {"RAGMT_ADMIN_KEY": "test-admin-key"}
 
 
@@ -288,6 +290,7 @@ def _compose_cli() -> tuple[list[str], tuple[int, ...]] | None:
     return None
 
 
+@pytest.mark.system
 def test_compose_cli_config_agrees_when_one_is_installed(tmp_path: Path) -> None:
     """A second opinion beside the schema (skipped where no Compose CLI is installed)."""
     cli = _compose_cli()
@@ -683,24 +686,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def redis_up() -> str:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=2):
-            pass
-    except OSError as e:
-        pytest.fail(f"these tests need Redis on 127.0.0.1:6379 ({e})")
-    return REDIS_URL
-
-
-def test_entrypoint_waits_for_redis_then_runs_ragmt(redis_up: str) -> None:
-    done = _run_entrypoint("ragmt", "--help", env={"RAGMT_REDIS_URL": redis_up})
+@pytest.mark.system
+def test_entrypoint_waits_for_redis_then_runs_ragmt(redis_url: str) -> None:
+    done = _run_entrypoint("ragmt", "--help", env={"RAGMT_REDIS_URL": redis_url})
     assert done.returncode == 0, done.stderr
     assert "is up" in done.stderr and "serve" in done.stdout and "build-store" in done.stdout
 
 
-def test_entrypoint_puts_ragmt_before_a_bare_sub_command(redis_up: str) -> None:
-    done = _run_entrypoint("build-store", "--help", env={"RAGMT_REDIS_URL": redis_up})
+@pytest.mark.system
+def test_entrypoint_puts_ragmt_before_a_bare_sub_command(redis_url: str) -> None:
+    done = _run_entrypoint("build-store", "--help", env={"RAGMT_REDIS_URL": redis_url})
     assert done.returncode == 0, done.stderr
     assert "--domain" in done.stdout and "--corpus" in done.stdout
     done = _run_entrypoint("--help")  # an option alone: `ragmt --help`; no Redis configured
@@ -708,6 +703,7 @@ def test_entrypoint_puts_ragmt_before_a_bare_sub_command(redis_up: str) -> None:
     assert "Redis" not in done.stderr  # no RAGMT_REDIS_URL: no wait
 
 
+@pytest.mark.system
 def test_entrypoint_runs_other_programs_as_given(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     done = _run_entrypoint(sys.executable, "-c", f"open({str(marker)!r}, 'w').write('x')")
@@ -715,6 +711,7 @@ def test_entrypoint_runs_other_programs_as_given(tmp_path: Path) -> None:
     assert marker.read_text() == "x"
 
 
+@pytest.mark.system
 def test_entrypoint_gives_up_on_an_unreachable_redis(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     url = f"redis://:hunter2@127.0.0.1:{_free_port()}/0"  # nothing listens there
@@ -733,6 +730,7 @@ def test_entrypoint_gives_up_on_an_unreachable_redis(tmp_path: Path) -> None:
     assert 1 <= elapsed < 15
 
 
+@pytest.mark.system
 def test_entrypoint_gives_up_on_a_redis_that_never_answers(tmp_path: Path) -> None:
     """Accepts connections but never replies (hung, or not Redis): bounded by the timeout."""
     with socket.socket() as server:
@@ -749,6 +747,7 @@ def test_entrypoint_gives_up_on_a_redis_that_never_answers(tmp_path: Path) -> No
     assert elapsed < 15
 
 
+@pytest.mark.system
 def test_entrypoint_refuses_a_malformed_url_at_once() -> None:
     start = time.monotonic()
     done = _run_entrypoint("true", env={"RAGMT_REDIS_URL": "http://redis:6379"})
@@ -756,6 +755,10 @@ def test_entrypoint_refuses_a_malformed_url_at_once() -> None:
     assert time.monotonic() - start < 10
 
 
+@pytest.mark.system
+@pytest.mark.skipif(
+    not has_redis_server(), reason="needs redis-server (Debian package redis-server)"
+)
 def test_entrypoint_waits_for_a_redis_that_comes_up_late(tmp_path: Path) -> None:
     """A Redis started 1.5 s after the container: the wait bridges it and the command runs."""
     port = _free_port()
@@ -823,6 +826,7 @@ def _healthcheck(port: int) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.system
 def test_healthcheck_follows_livez(livez_server: http.server.HTTPServer) -> None:
     port = livez_server.server_address[1]
     assert _healthcheck(port).returncode == 0

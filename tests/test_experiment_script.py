@@ -18,6 +18,8 @@ from index_builder.retrieval.encoder import bundle_sha256
 from index_builder.store import open_store
 from tests.toy import toy_pairs
 
+pytestmark = pytest.mark.system
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "experiments" / "semiparametric-en-de.sh"
 DOMAINS = ("general", "bible", "medical", "software-docs")

@@ -5,7 +5,11 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from index_builder.retrieval.base import Neighbour
+
+pytestmark = pytest.mark.unit
 
 PATH = Path(__file__).resolve().parent.parent / "experiments" / "merged_retrieval.py"
 spec = importlib.util.spec_from_file_location("merged_retrieval", PATH)

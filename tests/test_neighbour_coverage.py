@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 PATH = Path(__file__).resolve().parent.parent / "experiments" / "neighbour_coverage.py"
 spec = importlib.util.spec_from_file_location("neighbour_coverage", PATH)
 cov = importlib.util.module_from_spec(spec)

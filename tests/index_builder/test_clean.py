@@ -17,6 +17,8 @@ from index_builder.prepare.clean import (
     strip_markup,
 )
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("raw", "clean"),

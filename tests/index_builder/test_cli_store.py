@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 from index_builder.store import active_version, list_versions, open_store
 from service.cli import app
 
+pytestmark = pytest.mark.integration
+
 runner = CliRunner()
 
 SOURCES = [

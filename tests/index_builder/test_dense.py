@@ -32,8 +32,9 @@ from models.artifacts import ArtifactError, write_manifest
 from models.bundle import load_bundle, save_bundle, update_eval
 from models.translator import Translator
 from service.cli import app
-from tests.service.conftest import bundle  # noqa: F401  (the tiny en->de bundle fixture)
 from tests.toy import gloss, toy_pairs
+
+pytestmark = pytest.mark.integration
 
 WIDTHS = [4, 2]  # the toy sentences are 2-5 words, a few more sub-words
 QUERIES = ["red tree two house", "one two three", "blue blue green house tree", "five"]
@@ -49,12 +50,12 @@ PAIRS = _corpus(400, seed=11)
 
 
 @pytest.fixture(scope="module")
-def encoder(bundle: Path) -> Encoder:  # noqa: F811
+def encoder(bundle: Path) -> Encoder:
     return Encoder.load(bundle)
 
 
 @pytest.fixture(scope="module")
-def flat(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+def flat(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("stores")
     return build_store(PAIRS, "toy", "dense-ngram", out, {"widths": WIDTHS}, model=bundle)
 
@@ -118,7 +119,7 @@ def test_flat_equals_brute_force(flat: Path, encoder: Encoder) -> None:
     assert 5 not in {n.pair_id for n in got[4]}  # excluded
 
 
-def test_manifest_records_the_bundle_and_index(flat: Path, bundle: Path) -> None:  # noqa: F811
+def test_manifest_records_the_bundle_and_index(flat: Path, bundle: Path) -> None:
     m = open_store(flat).manifest
     assert m["method"] == "dense-ngram"
     assert m["model_sha256"] == bundle_sha256(load_bundle(bundle).manifest)
@@ -136,7 +137,7 @@ def test_manifest_records_the_bundle_and_index(flat: Path, bundle: Path) -> None
 
 def test_update_eval_keeps_the_bundle_identity(
     flat: Path,
-    bundle: Path,  # noqa: F811
+    bundle: Path,
     tmp_path: Path,
 ) -> None:
     copy = tmp_path / "bundle"
@@ -145,7 +146,7 @@ def test_update_eval_keeps_the_bundle_identity(
     assert load_retriever(flat, copy).search(["red tree"], 3)
 
 
-def test_wrong_bundle_refused(flat: Path, bundle: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_wrong_bundle_refused(flat: Path, bundle: Path, tmp_path: Path) -> None:
     loaded = load_bundle(bundle)
     with torch.no_grad():
         loaded.model.encoder_norm.bias.add_(0.01)  # another encoder, same shapes
@@ -158,7 +159,7 @@ def test_wrong_bundle_refused(flat: Path, bundle: Path, tmp_path: Path) -> None:
         load_retriever(flat, load_bundle(other))
 
 
-def test_version_id_names_the_encoder(flat: Path, bundle: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_version_id_names_the_encoder(flat: Path, bundle: Path, tmp_path: Path) -> None:
     """A store's version ends in a hash of what it holds: for dense stores that includes the
     encoder, so stores of one corpus built with two bundles are told apart in provenance."""
     suffix = flat.name.rsplit("-", 1)[1]
@@ -175,7 +176,7 @@ def test_version_id_names_the_encoder(flat: Path, bundle: Path, tmp_path: Path) 
     assert theirs.name.rsplit("-", 1)[1] != suffix
 
 
-def test_moved_bundle_needs_to_be_named(flat: Path, bundle: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_moved_bundle_needs_to_be_named(flat: Path, bundle: Path, tmp_path: Path) -> None:
     copy = tmp_path / "stores" / "toy" / flat.name
     shutil.copytree(flat, copy)
     m = json.loads((copy / "manifest.json").read_text())
@@ -234,7 +235,7 @@ def test_changed_on_disk_after_verification_refused(flat: Path, tmp_path: Path) 
         load_retriever(store)
 
 
-def test_k_beyond_corpus_and_minus_one_ids(bundle: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_k_beyond_corpus_and_minus_one_ids(bundle: Path, tmp_path: Path) -> None:
     tiny = PAIRS[:4]
     r = load_retriever(build_store(tiny, "toy", "dense-ngram", tmp_path, {"widths": [2]},
                                    model=bundle))  # fmt: skip
@@ -281,7 +282,7 @@ def test_batching_does_not_change_answers(flat: Path) -> None:
         assert [n.score for n in a] == pytest.approx([n.score for n in b], abs=1e-4)
 
 
-def test_query_encodings_shared_with_the_translator(flat: Path, bundle: Path) -> None:  # noqa: F811
+def test_query_encodings_shared_with_the_translator(flat: Path, bundle: Path) -> None:
     """A store of the served model's own encoder takes the translator's source encodings:
     the same neighbours as encoding the queries itself, and nothing encoded twice."""
     loaded = load_bundle(bundle)
@@ -305,7 +306,7 @@ def test_query_encodings_shared_with_the_translator(flat: Path, bundle: Path) ->
         r.search(queries, 5, states=states[:-1])
 
 
-def test_bad_parameters_refused_before_encoding(bundle: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_bad_parameters_refused_before_encoding(bundle: Path, tmp_path: Path) -> None:
     for params, message in [
         ({"factory": "Nope12"}, "FAISS cannot build index 'Nope12'"),
         ({"factory": "HNSW8", "search": "nprobe=3"}, "FAISS search parameters"),
@@ -342,6 +343,7 @@ def _numpy_recall(index: faiss.Index, base: np.ndarray, queries: np.ndarray, k: 
     return float(np.mean([len(set(a) & set(e)) / k for a, e in zip(approx, exact, strict=True)]))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("factory", "search", "floor"),
     [
@@ -360,6 +362,7 @@ def test_recall_on_synthetic_vectors(factory: str, search: str, floor: float) ->
     assert _numpy_recall(index, base, queries, 10) >= floor
 
 
+@pytest.mark.unit
 def test_recall_detects_a_poor_index() -> None:
     base = _clustered(4000, 32, seed=1)
     index = build_index(base, "IVF64,PQ4x4", "nprobe=1", train_sample=4000, seed=0)
@@ -370,7 +373,7 @@ def test_recall_detects_a_poor_index() -> None:
 
 @pytest.mark.parametrize("factory", ["HNSW16", "IVF8,Flat"])
 def test_approximate_store_reports_recall(
-    bundle: Path,  # noqa: F811
+    bundle: Path,
     flat: Path,
     tmp_path: Path,
     factory: str,
@@ -392,6 +395,7 @@ def test_approximate_store_reports_recall(
     assert [[n.pair_id for n in f] for f in got] == [[n.pair_id for n in f] for f in want]
 
 
+@pytest.mark.unit
 def test_tuned_search_is_the_shallowest_that_reaches_the_target() -> None:
     base = _clustered(4000, 32, seed=1)
     probes = [RecallProbe(base, 300, seed=0)]
@@ -404,7 +408,7 @@ def test_tuned_search_is_the_shallowest_that_reaches_the_target() -> None:
     assert probes[0].recall(index) < 0.97  # one doubling less misses it
 
 
-def test_unreachable_recall_refused_and_nothing_written(bundle: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_unreachable_recall_refused_and_nothing_written(bundle: Path, tmp_path: Path) -> None:
     params = {"widths": WIDTHS, "factory": "IVF4,PQ2x4", "search": "nprobe=1",
               "target_recall": 0.999}  # fmt: skip
     with pytest.raises(ValueError, match="below the target 0.999: use finer codes"):
@@ -414,7 +418,7 @@ def test_unreachable_recall_refused_and_nothing_written(bundle: Path, tmp_path: 
 
 @pytest.mark.parametrize(("factory", "knob"), [("IVF16,Flat", "nprobe"), ("HNSW8", "efSearch")])
 def test_store_built_to_a_target_recall(
-    bundle: Path,  # noqa: F811
+    bundle: Path,
     flat: Path,
     tmp_path: Path,
     factory: str,
@@ -435,8 +439,9 @@ def test_store_built_to_a_target_recall(
 # --- the Ray path ----------------------------------------------------------------------------
 
 
+@pytest.mark.system
 @pytest.mark.slow
-def test_ray_build_equals_single_process(bundle: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_ray_build_equals_single_process(bundle: Path, tmp_path: Path) -> None:
     """`build-store --ray` on a local 2-worker Ray makes the very store the in-process path does."""
     ray = pytest.importorskip("ray")
     pairs = _corpus(3000, seed=5)
@@ -465,7 +470,7 @@ def test_ray_build_equals_single_process(bundle: Path, tmp_path: Path) -> None: 
 # --- the command line ------------------------------------------------------------------------
 
 
-def test_cli_build_store_and_neighbours(bundle: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_cli_build_store_and_neighbours(bundle: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     d = tmp_path / "data" / "toy"
     d.mkdir(parents=True)

@@ -6,6 +6,8 @@ import pytest
 
 from index_builder.retrieval.faiss_gpu import gpu_resources, has_faiss_gpu, index_to_gpu
 
+pytestmark = pytest.mark.unit
+
 GPU = has_faiss_gpu()
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from index_builder.prepare.gettext import CatalogEntry, CatalogError, read_mo, read_po
 
+pytestmark = pytest.mark.unit
+
 
 def write_mo(path: Path, entries: list[tuple[str, str]], order: str = "<") -> Path:
     """Write a GNU .mo file: header, offset tables, NUL-terminated strings (no hash table)."""

@@ -17,6 +17,8 @@ from index_builder.retrieval.ngrams import ngram_spans
 from index_builder.retrieval.row_search import RowSearch
 from index_builder.retrieval.text import tokenize
 
+pytestmark = pytest.mark.unit
+
 HAND = ["a b c", "a b", "a d", "e"]
 
 

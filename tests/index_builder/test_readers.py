@@ -10,6 +10,8 @@ import pytest
 from index_builder.corpus import CorpusError, Pair
 from index_builder.readers import read_corpus, read_moses, read_tmx, read_tsv, write_tsv
 
+pytestmark = pytest.mark.unit
+
 
 def _write(path: Path, data: str | bytes) -> Path:
     path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)

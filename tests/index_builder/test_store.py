@@ -26,6 +26,8 @@ from index_builder.store import (
 )
 from models.artifacts import ArtifactError, write_manifest
 
+pytestmark = pytest.mark.unit
+
 SOURCES = [
     "Open the file menu.",
     "Close the file.",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import pytest
+
 from index_builder.corpus import Pair
 from index_builder.prepare.structural import (
     _keep,
@@ -14,6 +16,8 @@ from index_builder.prepare.structural import (
     libreoffice_help,
     man_pages,
 )
+
+pytestmark = pytest.mark.unit
 
 
 def _write(path: Path, text: str) -> None:

@@ -19,6 +19,8 @@ from models.bundle import (
 )
 from models.transformer import Transformer, TransformerConfig
 
+pytestmark = pytest.mark.unit
+
 # One thread: the test machine is small and shared, and more threads only contend.
 torch.set_num_threads(1)
 

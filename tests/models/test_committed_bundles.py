@@ -12,6 +12,8 @@ import pytest
 from models.bundle import load_bundle
 from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE, DecodeOptions, Translator
 
+pytestmark = pytest.mark.integration
+
 DOMAINS = ("general", "bible", "medical", "software-docs")
 BUNDLES = {"semiparametric": DEFAULT_BUNDLE, "transformer": BASELINE_BUNDLE}
 

@@ -3,9 +3,13 @@
 import json
 from importlib.resources import files
 
+import pytest
+
 from models.registry import build_model
 from models.semiparametric import from_transformer
 from models.train import TrainConfig
+
+pytestmark = pytest.mark.unit
 
 
 def _config(name: str) -> TrainConfig:

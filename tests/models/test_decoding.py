@@ -10,6 +10,8 @@ from models.decoding import beam_search, greedy
 from models.transformer import Transformer, TransformerConfig
 from tests.models.per_row import PerRowDecoding
 
+pytestmark = pytest.mark.integration
+
 # One thread: the test machine is small and shared, and more threads only contend.
 torch.set_num_threads(1)
 
@@ -98,6 +100,7 @@ def test_beam_one_equals_greedy_on_trained_model(reverser, held_out) -> None:
     assert beam_search(reverser, src, beam_size=1) == greedy(reverser, src)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_beam_one_equals_greedy_on_random_models(seed: int) -> None:
     torch.manual_seed(seed)
@@ -127,6 +130,7 @@ def test_beams_sharing_per_sentence_keys_decode_as_keys_held_per_hypothesis(
         assert reference.group_sizes[-1][0] < 16  # finished sentences were dropped
 
 
+@pytest.mark.unit
 def test_outputs_respect_length_limits_and_exclude_specials() -> None:
     torch.manual_seed(3)
     model = Transformer(tiny_config(d_model=32, d_ff=64, max_len=12)).eval()

@@ -5,6 +5,8 @@ import torch
 
 from models.devices import cpu_bf16_speedup, decode_autocast_dtype, resolve_device
 
+pytestmark = pytest.mark.unit
+
 CUDA = torch.cuda.is_available()
 
 

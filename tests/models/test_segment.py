@@ -2,6 +2,8 @@ import pytest
 
 from models.segment import Segmented, segment, split_sentences
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("text", "expected"),

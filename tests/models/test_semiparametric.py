@@ -31,6 +31,8 @@ from models.semiparametric import (
 from models.transformer import Transformer, TransformerConfig
 from tests.models.per_row import PerRowDecoding
 
+pytestmark = pytest.mark.unit
+
 # One thread: the test machine is small and shared, and more threads only contend.
 torch.set_num_threads(1)
 
@@ -678,6 +680,7 @@ def exact(hyps: list[list[int]], refs: list[list[int]]) -> int:
     return sum(h == r for h, r in zip(hyps, refs, strict=True))
 
 
+@pytest.mark.integration
 def test_answer_only_in_the_neighbours_is_learned_and_needs_them(retriever) -> None:
     src, _, _, nb, refs = lookup_batch(100, torch.Generator().manual_seed(99))
     assert exact(greedy(retriever, src, neighbours=nb), refs) >= 90
@@ -688,6 +691,7 @@ def test_answer_only_in_the_neighbours_is_learned_and_needs_them(retriever) -> N
     assert exact(greedy(retriever, src, neighbours=shifted), refs) <= 20
 
 
+@pytest.mark.integration
 def test_a_given_source_state_is_what_the_model_reads(retriever) -> None:
     """The shared source state is really used: the lookup task needs the source to pick the
     matching neighbour, and a state of zeros (right shape and padding) loses it."""
@@ -699,6 +703,7 @@ def test_a_given_source_state_is_what_the_model_reads(retriever) -> None:
     assert exact(greedy(retriever, src, neighbours=nb, source=blank), refs) <= 70
 
 
+@pytest.mark.integration
 def test_beam_1_equals_greedy_with_neighbours(retriever) -> None:
     src, _, _, nb, _ = lookup_batch(30, torch.Generator().manual_seed(7))
     hyps = greedy(retriever, src, neighbours=nb)

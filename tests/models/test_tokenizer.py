@@ -4,6 +4,8 @@ import pytest
 
 from models.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
+pytestmark = pytest.mark.unit
+
 
 def test_special_ids(toy_tokenizer: Tokenizer) -> None:
     sp = toy_tokenizer.sp

@@ -22,6 +22,8 @@ from models.train import (
 )
 from models.translator import DecodeOptions, Translator
 
+pytestmark = pytest.mark.integration
+
 TINY = {"d_model": 64, "n_heads": 4, "enc_layers": 2, "dec_layers": 2, "d_ff": 128, "dropout": 0.0}
 
 
@@ -30,6 +32,7 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
+@pytest.mark.unit
 def test_inverse_sqrt_schedule() -> None:
     assert inverse_sqrt(1, 100, 1e-3) == pytest.approx(1e-5)
     assert inverse_sqrt(50, 100, 1e-3) == pytest.approx(5e-4)
@@ -37,6 +40,7 @@ def test_inverse_sqrt_schedule() -> None:
     assert inverse_sqrt(400, 100, 1e-3) == pytest.approx(5e-4)  # sqrt(100/400) = 1/2
 
 
+@pytest.mark.unit
 def test_label_smoothed_loss_by_hand() -> None:
     # V=4, uniform logits: every smoothing level gives log(4); pad positions are ignored.
     logits = torch.zeros(1, 2, 4)
@@ -50,6 +54,7 @@ def test_label_smoothed_loss_by_hand() -> None:
     assert got == pytest.approx(expected.item(), rel=1e-5)
 
 
+@pytest.mark.unit
 def test_token_batches_cover_corpus_within_budget(toy_data: Path, toy_tokenizer) -> None:
     corpus = encode_corpus(
         toy_tokenizer, toy_data / "train.en", toy_data / "train.de", "en", "de", max_len=64
@@ -157,11 +162,13 @@ def test_resume_may_change_precision_and_budget(trained_run: Path, toy_data, toy
     assert any("resumed from" in m for m in logs)
 
 
+@pytest.mark.unit
 def test_config_rejects_unknown_key() -> None:
     with pytest.raises(ValueError, match="learning_rate"):
         TrainConfig.from_dict({"learning_rate": 1})
 
 
+@pytest.mark.unit
 def test_score_matches_sacrebleu_by_hand() -> None:
     r = score(["the cat sat on the mat"], ["the cat sat on the mat"])
     assert r["bleu"] == 100.0 and r["chrf"] == 100.0

@@ -23,6 +23,8 @@ from models.train import TrainConfig, TrainData, damaged_self, finalize, train
 from models.translator import DecodeOptions, Translator
 from tests.toy import LEXICON, gloss
 
+pytestmark = pytest.mark.integration
+
 TINY = {"d_model": 64, "n_heads": 4, "enc_layers": 2, "dec_layers": 2, "d_ff": 128, "dropout": 0.0}
 VARIANTS = ("haus", "heim")
 
@@ -176,6 +178,7 @@ def test_memory_training_resumes_exactly(task, tmp_path: Path) -> None:
         assert torch.equal(wa[k], wb[k]), k
 
 
+@pytest.mark.unit
 def test_damaged_self_cuts_one_span_from_each_side() -> None:
     rng = random.Random(0)
     src, tgt = list(range(10)), list(range(100, 120))

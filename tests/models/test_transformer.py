@@ -9,6 +9,8 @@ from models.layers import DecoderCache, EncoderState, MultiHeadAttention
 from models.registry import ARCHITECTURES, build_model
 from models.transformer import Transformer, TransformerConfig
 
+pytestmark = pytest.mark.unit
+
 # One thread: the test machine is small and shared, and more threads only contend.
 torch.set_num_threads(1)
 

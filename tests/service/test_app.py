@@ -16,8 +16,10 @@ from models.translator import DEFAULT_BUNDLE
 from service.app import create_app
 from service.engine import Limits, TranslationEngine, TranslationRequest
 from service.settings import Settings, check_environment, known_variables
-from tests.service.conftest import HELD_OUT
 from tests.toy import gloss
+from tests.toy_bundle import HELD_OUT
+
+pytestmark = pytest.mark.integration
 
 URL = "/v1/translate"
 JSON = {"content-type": "application/json"}
@@ -232,6 +234,7 @@ def test_missing_bundle_starts_but_is_not_ready(tmp_path: Path) -> None:
         assert "manifest" in error_of(c.get("/readyz"), 503)["message"]
 
 
+@pytest.mark.unit
 def test_settings(monkeypatch) -> None:
     assert Settings(model_path=None).bundle_path == DEFAULT_BUNDLE
     monkeypatch.setenv("RAGMT_MAX_TEXTS", "7")
@@ -242,6 +245,7 @@ def test_settings(monkeypatch) -> None:
         Settings(beam_size=9, max_beam_size=8)
 
 
+@pytest.mark.unit
 def test_a_misspelt_variable_is_named_with_the_closest_known_one() -> None:
     check_environment({"RAGMT_PORT": "8001", "PATH": "/bin", "RAGMTX": "1"})
     with pytest.raises(ValueError, match="RAGMT_STORE_DIR: did you mean RAGMT_STORES_DIR"):
@@ -253,6 +257,7 @@ def test_a_misspelt_variable_is_named_with_the_closest_known_one() -> None:
     )
 
 
+@pytest.mark.unit
 def test_engine_is_not_ready_before_loading() -> None:
     engine = TranslationEngine(Limits())
     assert not engine.ready and engine.not_ready_reason

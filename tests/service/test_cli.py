@@ -4,10 +4,13 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from service.cli import app
 from tests.toy import gloss, toy_pairs
+
+pytestmark = pytest.mark.integration
 
 runner = CliRunner()
 TEXTS = ["one two", "red tree two house", "blue"]

@@ -2,12 +2,15 @@
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from index_builder.corpus import Pair
 from index_builder.store import build_store, set_active
 from service.cli import app
 from tests.toy import gloss, toy_pairs
+
+pytestmark = pytest.mark.integration
 
 runner = CliRunner()
 

@@ -19,7 +19,7 @@ from tests.service.conftest import running
 from tests.toy import toy_pairs
 
 pytest.importorskip("faiss")
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 ADMIN = {"X-Admin-Key": "adm"}
 PAIRS = [Pair(s, t) for s, t in toy_pairs(30, seed=41)]

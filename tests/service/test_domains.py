@@ -18,7 +18,7 @@ from service.shared import memory_backends
 from tests.service.conftest import make_store, running, store_pairs
 from tests.toy import LEXICON, gloss, toy_pairs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 DOMAIN = "toy"

@@ -17,6 +17,8 @@ from service.settings import Settings
 from tests.service.conftest import make_store
 from tests.toy import LEXICON, toy_pairs
 
+pytestmark = pytest.mark.integration
+
 WORDS = sorted(LEXICON)
 FIELDS = {
     "/v1/translate": ["texts", "source_lang", "target_lang", "domain", "model", "beam_size"],

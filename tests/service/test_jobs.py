@@ -17,7 +17,7 @@ from service.worker import process_job, run_worker
 from tests.service.conftest import running
 from tests.toy import gloss, toy_pairs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 ADMIN = {"X-Admin-Key": "admin-secret"}
 PAIRS = toy_pairs(30, seed=5)

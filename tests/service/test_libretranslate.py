@@ -10,8 +10,10 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
-from tests.service.conftest import HELD_OUT
 from tests.toy import gloss
+from tests.toy_bundle import HELD_OUT
+
+pytestmark = pytest.mark.integration
 
 LIMITS = dict(max_texts=3, max_chars=40, beam_size=1)
 

@@ -15,7 +15,7 @@ from service.settings import Settings
 from tests.service.conftest import make_store, running
 from tests.toy import gloss, toy_pairs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 ADMIN = {"X-Admin-Key": "adm"}
 

@@ -22,7 +22,7 @@ from service.settings import Settings
 from tests.service.conftest import make_store, running
 from tests.toy import toy_pairs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 
 @pytest.fixture(scope="module")

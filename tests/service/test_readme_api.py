@@ -33,6 +33,8 @@ from service.deps import require_admin
 from service.schemas import LibreTranslateRequest
 from service.settings import Settings
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 PORT = "localhost:8000"
 # Example values of the shell variables the section's commands use.
@@ -398,6 +400,7 @@ NEEDS_TOOLS = pytest.mark.skipif(
 )
 
 
+@pytest.mark.system
 @NEEDS_TOOLS
 def test_adding_a_domain_runs_as_written(bundle: Path, tmp_path: Path) -> None:
     (block,) = bash_blocks(section("### Adding a domain"))
@@ -420,6 +423,7 @@ def test_adding_a_domain_runs_as_written(bundle: Path, tmp_path: Path) -> None:
     assert (tmp_path / "stores" / "manuals" / "ACTIVE").read_text().strip() == first
 
 
+@pytest.mark.system
 @NEEDS_TOOLS
 def test_the_whole_api_section_runs_in_order_on_a_fresh_server(
     bundle: Path, tmp_path: Path

@@ -1,8 +1,9 @@
-"""The Redis backends against the real Redis on 127.0.0.1:6379 (`.ci/run` starts one).
+"""The Redis backends against a real Redis (`redis_url`: a private redis-server of this run,
+or else the one on 127.0.0.1:6379).
 
 Each test uses its own random key prefix and deletes its keys afterwards; nothing here
-flushes the server, which other suites and services share. An outage is simulated with a
-TCP proxy in front of Redis, so the shared server itself is never stopped.
+flushes the server, which other suites and services may share. An outage is simulated with a
+TCP proxy in front of Redis, so the server itself is never stopped.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from urllib.parse import urlsplit
 
 import pytest
 import redis.asyncio as aioredis
@@ -21,11 +23,11 @@ from service.errors import ServiceError
 from service.redis_backend import BackendError, BackendUnavailable, redis_backends
 from service.shared import Backends
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+pytestmark = pytest.mark.system
 
 
-async def _delete_keys(prefix: str) -> None:
-    client = aioredis.Redis.from_url(REDIS_URL, decode_responses=True)
+async def _delete_keys(url: str, prefix: str) -> None:
+    client = aioredis.Redis.from_url(url, decode_responses=True)
     try:
         keys = [k async for k in client.scan_iter(match=f"{prefix}:*", count=1000)]
         if keys:
@@ -35,23 +37,11 @@ async def _delete_keys(prefix: str) -> None:
 
 
 @pytest.fixture
-def prefix() -> Iterator[str]:
+def prefix(redis_url: str) -> Iterator[str]:
     """A key prefix of this test alone; its keys are deleted afterwards."""
-    try:
-        asyncio.run(_ping())
-    except OSError as exc:
-        pytest.fail(f"these tests need Redis on 127.0.0.1:6379 ({exc})")
     name = f"ragmt-test-{uuid.uuid4().hex[:12]}"
     yield name
-    asyncio.run(_delete_keys(name))
-
-
-async def _ping() -> None:
-    client = aioredis.Redis.from_url(REDIS_URL)
-    try:
-        await client.ping()
-    finally:
-        await client.aclose()
+    asyncio.run(_delete_keys(redis_url, name))
 
 
 async def _eventually(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
@@ -74,16 +64,16 @@ class Recorder:
         return self.calls.count(("", None))
 
 
-async def _two(prefix: str, **kwargs: int) -> tuple[Backends, Backends]:
+async def _two(url: str, prefix: str, **kwargs: int) -> tuple[Backends, Backends]:
     """Two replicas sharing one Redis and prefix."""
-    return await redis_backends(REDIS_URL, prefix, **kwargs), await redis_backends(
-        REDIS_URL, prefix, **kwargs
-    )
+    return await redis_backends(url, prefix, **kwargs), await redis_backends(url, prefix, **kwargs)
 
 
-def _with_two(prefix: str, body: Callable[[Backends, Backends], Awaitable[None]], **kw: int):
+def _with_two(
+    url: str, prefix: str, body: Callable[[Backends, Backends], Awaitable[None]], **kw: int
+) -> None:
     async def main() -> None:
-        a, b = await _two(prefix, **kw)
+        a, b = await _two(url, prefix, **kw)
         try:
             await body(a, b)
         finally:
@@ -96,7 +86,7 @@ def _with_two(prefix: str, body: Callable[[Backends, Backends], Awaitable[None]]
 # --- registry ---------------------------------------------------------------------------
 
 
-def test_registry_set_get_all_and_second_replica_hears_it(prefix: str) -> None:
+def test_registry_set_get_all_and_second_replica_hears_it(redis_url: str, prefix: str) -> None:
     async def body(a: Backends, b: Backends) -> None:
         heard = Recorder()
         unsubscribe = await b.registry.subscribe(heard)
@@ -123,10 +113,10 @@ def test_registry_set_get_all_and_second_replica_hears_it(prefix: str) -> None:
         with pytest.raises(ValueError):
             await a.registry.set_active("", "v1")  # "" means "reconcile everything"
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
-def test_failing_listener_does_not_stop_the_others(prefix: str) -> None:
+def test_failing_listener_does_not_stop_the_others(redis_url: str, prefix: str) -> None:
     async def body(a: Backends, b: Backends) -> None:
         async def broken(domain: str, version: str | None) -> None:
             raise RuntimeError("listener bug")
@@ -139,16 +129,16 @@ def test_failing_listener_does_not_stop_the_others(prefix: str) -> None:
         await a.registry.set_active("medical", "v2")
         await _eventually(lambda: heard.calls[-1:] == [("medical", "v2")])
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
-def test_killed_pubsub_connection_reconnects_and_reconciles(prefix: str) -> None:
+def test_killed_pubsub_connection_reconnects_and_reconciles(redis_url: str, prefix: str) -> None:
     async def body(a: Backends, b: Backends) -> None:
         heard = Recorder()
         await b.registry.subscribe(heard)
         await _eventually(lambda: heard.reconciles() == 1)
 
-        admin = aioredis.Redis.from_url(REDIS_URL, decode_responses=True)
+        admin = aioredis.Redis.from_url(redis_url, decode_responses=True)
         try:
             name = b.registry.pubsub_client_name  # type: ignore[attr-defined]
             ours = [c for c in await admin.client_list(_type="pubsub") if c["name"] == name]
@@ -162,13 +152,14 @@ def test_killed_pubsub_connection_reconnects_and_reconciles(prefix: str) -> None
         await _eventually(lambda: heard.calls[-1:] == [("medical", "v9")])
         assert b.registry.connected  # type: ignore[attr-defined]
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
 class Proxy:
     """A TCP proxy to Redis that can be cut (every connection closed) and restored."""
 
-    def __init__(self) -> None:
+    def __init__(self, upstream_url: str) -> None:
+        self.upstream_port = urlsplit(upstream_url).port
         self.port = 0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -190,7 +181,7 @@ class Proxy:
         await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", 6379)
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         self._writers |= {writer, up_writer}
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
@@ -210,12 +201,12 @@ class Proxy:
 
 
 def test_outage_raises_typed_errors_and_reader_survives(
-    prefix: str, caplog: pytest.LogCaptureFixture
+    redis_url: str, prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="ragmt.service.redis")
 
     async def main() -> None:
-        proxy = Proxy()
+        proxy = Proxy(redis_url)
         await proxy.start()
         backends = await redis_backends(f"redis://127.0.0.1:{proxy.port}/0", prefix)
         try:
@@ -246,17 +237,17 @@ def test_outage_raises_typed_errors_and_reader_survives(
 
 
 def test_silent_pubsub_link_is_detected_by_ping(
-    prefix: str, monkeypatch: pytest.MonkeyPatch
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A partition sends no FIN: only the missing pong shows the subscription is dead."""
     for name in ("POLL_S", "PING_INTERVAL_S", "PING_TIMEOUT_S"):
         monkeypatch.setattr(f"service.redis_backend.{name}", 0.2)
 
     async def main() -> None:
-        proxy = Proxy()
+        proxy = Proxy(redis_url)
         await proxy.start()
         behind = await redis_backends(f"redis://127.0.0.1:{proxy.port}/0", prefix)
-        direct = await redis_backends(REDIS_URL, prefix)
+        direct = await redis_backends(redis_url, prefix)
         try:
             heard = Recorder()
             await behind.registry.subscribe(heard)
@@ -275,27 +266,28 @@ def test_silent_pubsub_link_is_detected_by_ping(
     asyncio.run(main())
 
 
+@pytest.mark.unit
 def test_unreachable_redis_fails_fast_with_a_clear_error() -> None:
     with pytest.raises(BackendUnavailable, match=r"connect to 127\.0\.0\.1:1/0"):
         asyncio.run(redis_backends("redis://:secret@127.0.0.1:1/0", "ragmt-test-none"))
 
 
-def test_refused_command_is_a_backend_error(prefix: str) -> None:
+def test_refused_command_is_a_backend_error(redis_url: str, prefix: str) -> None:
     async def body(a: Backends, b: Backends) -> None:
-        admin = aioredis.Redis.from_url(REDIS_URL)
+        admin = aioredis.Redis.from_url(redis_url)
         await admin.set(f"{prefix}:active", "not a hash")
         await admin.aclose()
         with pytest.raises(BackendError, match="WRONGTYPE") as err:
             await a.registry.get_active("medical")
         assert not isinstance(err.value, BackendUnavailable)
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
 # --- cache and expiry -------------------------------------------------------------------
 
 
-def test_cache_round_trip_and_ttl_expiry(prefix: str) -> None:
+def test_cache_round_trip_and_ttl_expiry(redis_url: str, prefix: str) -> None:
     async def body(a: Backends, b: Backends) -> None:
         value = {"translation": "Grüße, «Welt»", "store_version": "v2", "score": 0.1 + 0.2}
         await a.cache.set("model|v2|Greetings, world", value, ttl_s=1)
@@ -306,10 +298,10 @@ def test_cache_round_trip_and_ttl_expiry(prefix: str) -> None:
         await asyncio.sleep(1.3)
         assert await b.cache.get("model|v2|Greetings, world") is None
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
-def test_only_cache_and_rate_keys_carry_ttls(prefix: str) -> None:
+def test_only_cache_and_rate_keys_carry_ttls(redis_url: str, prefix: str) -> None:
     """volatile-lru must be able to evict the cache and never the registry or jobs."""
 
     async def body(a: Backends, b: Backends) -> None:
@@ -318,7 +310,7 @@ def test_only_cache_and_rate_keys_carry_ttls(prefix: str) -> None:
         await a.jobs.update(job.id, progress=0.5)
         await a.cache.set("k", {"translation": "x"}, ttl_s=60)
         await a.limiter.hit("client", 5, 60.0)
-        admin = aioredis.Redis.from_url(REDIS_URL, decode_responses=True)
+        admin = aioredis.Redis.from_url(redis_url, decode_responses=True)
         try:
             ttls = {k: await admin.ttl(k) async for k in admin.scan_iter(match=f"{prefix}:*")}
         finally:
@@ -330,13 +322,13 @@ def test_only_cache_and_rate_keys_carry_ttls(prefix: str) -> None:
             assert (0 < ttl <= 60) if expiring else ttl == -1, (key, ttl)
         assert "client" not in " ".join(ttls) and ":k" not in " ".join(ttls)  # hashed names
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
 # --- rate limiting ----------------------------------------------------------------------
 
 
-def test_rate_limit_is_exact_across_two_replicas(prefix: str) -> None:
+def test_rate_limit_is_exact_across_two_replicas(redis_url: str, prefix: str) -> None:
     limit, window = 7, 2.0
 
     async def body(a: Backends, b: Backends) -> None:
@@ -357,10 +349,10 @@ def test_rate_limit_is_exact_across_two_replicas(prefix: str) -> None:
         await asyncio.sleep(retry + 0.05)
         assert (await a.limiter.hit("api-key-1", limit, window))[0]
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
-def test_rate_limit_window_slides(prefix: str) -> None:
+def test_rate_limit_window_slides(redis_url: str, prefix: str) -> None:
     """Hits leave the window one by one: no fresh budget at a fixed boundary."""
 
     async def body(a: Backends, b: Backends) -> None:
@@ -375,21 +367,21 @@ def test_rate_limit_window_slides(prefix: str) -> None:
         assert not ok and 0.2 < retry <= 0.5  # the second hit still counts
         assert await a.limiter.hit("k", 0, 1.0) == (False, 1.0)
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
 # --- jobs -------------------------------------------------------------------------------
 
 
-async def _pending(prefix: str) -> int:
-    admin = aioredis.Redis.from_url(REDIS_URL)
+async def _pending(url: str, prefix: str) -> int:
+    admin = aioredis.Redis.from_url(url)
     try:
         return (await admin.xpending(f"{prefix}:jobs", "workers"))["pending"]
     finally:
         await admin.aclose()
 
 
-def test_job_round_trips_exactly(prefix: str) -> None:
+def test_job_round_trips_exactly(redis_url: str, prefix: str) -> None:
     async def body(a: Backends, b: Backends) -> None:
         spec = {"domain": "médical", "corpus": "a\tb\n", "sizes": [1, 2.5, None, True], "x": {}}
         submitted = await a.jobs.submit(spec, "medical:abc")
@@ -418,10 +410,10 @@ def test_job_round_trips_exactly(prefix: str) -> None:
         with pytest.raises(KeyError):
             await a.jobs.update("no-such-job", progress=1.0)
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
-def test_job_submit_is_idempotent_and_claim_ack(prefix: str) -> None:
+def test_job_submit_is_idempotent_and_claim_ack(redis_url: str, prefix: str) -> None:
     async def body(a: Backends, b: Backends) -> None:
         spec = {"domain": "medical", "corpus_sha256": "abc"}
         first, second = await asyncio.gather(
@@ -435,18 +427,18 @@ def test_job_submit_is_idempotent_and_claim_ack(prefix: str) -> None:
         assert claimed == first
         assert await b.jobs.claim("worker-2", block_ms=1000) == other
         assert await b.jobs.claim("worker-2", block_ms=200) is None  # empty; none idle
-        assert await _pending(prefix) == 2
+        assert await _pending(redis_url, prefix) == 2
 
         await a.jobs.update(first.id, state="done", result={"version": "v1"})
         await a.jobs.ack(first.id)
-        assert await _pending(prefix) == 1
+        assert await _pending(redis_url, prefix) == 1
         again = await b.jobs.submit(spec, "medical:abc")  # done: not built twice
         assert again.id == first.id and again.state == "done"
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
-def test_blocked_claim_wakes_on_submit(prefix: str) -> None:
+def test_blocked_claim_wakes_on_submit(redis_url: str, prefix: str) -> None:
     async def body(a: Backends, b: Backends) -> None:
         waiting = asyncio.create_task(a.jobs.claim("worker-1", block_ms=5000))
         await asyncio.sleep(0.2)
@@ -455,10 +447,10 @@ def test_blocked_claim_wakes_on_submit(prefix: str) -> None:
         assert claimed is not None and claimed.id == job.id
         assert await a.jobs.claim("worker-1", block_ms=0) is None  # non-blocking when 0
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
-def test_jobs_of_dead_consumers_are_reclaimed(prefix: str) -> None:
+def test_jobs_of_dead_consumers_are_reclaimed(redis_url: str, prefix: str) -> None:
     async def body(a: Backends, b: Backends) -> None:
         job = await a.jobs.submit({"domain": "medical"}, "medical:abc")
         assert (await a.jobs.claim("dies", block_ms=500)) == job  # and never acks
@@ -467,7 +459,7 @@ def test_jobs_of_dead_consumers_are_reclaimed(prefix: str) -> None:
         reclaimed = await b.jobs.claim("survivor", block_ms=100)
         assert reclaimed is not None and reclaimed.id == job.id
         await b.jobs.ack(job.id)
-        assert await _pending(prefix) == 0
+        assert await _pending(redis_url, prefix) == 0
 
         # A worker that reports progress keeps its job: update() is its heartbeat.
         slow = await a.jobs.submit({"domain": "legal"}, "legal:def")
@@ -487,12 +479,12 @@ def test_jobs_of_dead_consumers_are_reclaimed(prefix: str) -> None:
         await a.jobs.update(done.id, state="done")
         await asyncio.sleep(0.6)
         assert await b.jobs.claim("survivor", block_ms=0) is None
-        assert await _pending(prefix) == 0
+        assert await _pending(redis_url, prefix) == 0
 
-    _with_two(prefix, body, reclaim_idle_ms=500)
+    _with_two(redis_url, prefix, body, reclaim_idle_ms=500)
 
 
-def test_failed_job_may_be_resubmitted(prefix: str) -> None:
+def test_failed_job_may_be_resubmitted(redis_url: str, prefix: str) -> None:
     async def body(a: Backends, b: Backends) -> None:
         failed = await a.jobs.submit({"domain": "medical"}, "medical:abc")
         await a.jobs.update(failed.id, state="failed", error="corpus is empty")
@@ -505,15 +497,15 @@ def test_failed_job_may_be_resubmitted(prefix: str) -> None:
         assert (await b.jobs.claim("worker-1", block_ms=500)) == retry
         assert await b.jobs.claim("worker-1", block_ms=0) is None
 
-    _with_two(prefix, body)
+    _with_two(redis_url, prefix, body)
 
 
 # --- lifecycle --------------------------------------------------------------------------
 
 
-def test_close_leaves_no_tasks_or_connections(prefix: str) -> None:
+def test_close_leaves_no_tasks_or_connections(redis_url: str, prefix: str) -> None:
     async def main() -> None:
-        backends = await redis_backends(REDIS_URL, prefix)
+        backends = await redis_backends(redis_url, prefix)
         heard = Recorder()
         await backends.registry.subscribe(heard)
         await _eventually(lambda: heard.reconciles() == 1)
@@ -522,7 +514,7 @@ def test_close_leaves_no_tasks_or_connections(prefix: str) -> None:
         await asyncio.wait_for(backends.close(), 10)
         assert time.monotonic() - start < 2  # the reader stops at once, it is not waited out
         assert asyncio.all_tasks() == {asyncio.current_task()}
-        admin = aioredis.Redis.from_url(REDIS_URL, decode_responses=True)
+        admin = aioredis.Redis.from_url(redis_url, decode_responses=True)
         try:
             await asyncio.sleep(0.1)  # the server notices closed sockets asynchronously
             names = [c["name"] for c in await admin.client_list()]

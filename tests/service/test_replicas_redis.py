@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,56 +19,20 @@ import pytest
 
 from service.app import create_app
 from service.settings import Settings
+from tests.redis_server import RedisServer, free_port, has_redis_server
 from tests.service.conftest import make_store, running
 from tests.toy import toy_pairs
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed"),
-]
+pytestmark = [pytest.mark.system, pytest.mark.anyio]
 
 ADMIN = {"X-Admin-Key": "adm"}
 
 
-class RedisServer:
-    """A throwaway redis-server without persistence, stoppable and restartable."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
-        cmd += ["--save", "", "--appendonly", "no"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(10)
-            self.proc = None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def redis_server() -> Iterator[RedisServer]:
+    """A server of this test alone: it is stopped and started again mid-test."""
+    if not has_redis_server():
+        pytest.skip("needs redis-server (Debian package redis-server): it stops it mid-test")
     server = RedisServer(free_port())
     server.start()
     try:

@@ -15,6 +15,8 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.settings import Settings
 
+pytestmark = pytest.mark.integration
+
 PUBLIC, CLIENT, ADMIN = "public", "client", "admin"
 PROTECTION = {
     ("GET", "/livez"): PUBLIC,

@@ -23,7 +23,7 @@ from service.settings import Settings
 from tests.service.conftest import make_store, store_pairs
 from tests.toy import LEXICON, gloss, toy_pairs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.system, pytest.mark.anyio]
 
 
 def free_port() -> int:

@@ -1,4 +1,5 @@
-"""`ragmt worker` as its own process: a job queued on real Redis becomes a store version."""
+"""`ragmt worker` as its own process: a job queued on real Redis (`redis_url`) becomes a store
+version."""
 
 from __future__ import annotations
 
@@ -12,15 +13,17 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from service.redis_backend import redis_backends
 from service.worker import uploads_dir
 from tests.toy import toy_pairs
 
-REDIS = "redis://127.0.0.1:6379/0"
+pytestmark = pytest.mark.system
 
 
-async def _submit_and_wait(prefix: str, spec: dict, timeout: float = 60.0):
-    backends = await redis_backends(REDIS, prefix)
+async def _submit_and_wait(url: str, prefix: str, spec: dict, timeout: float = 60.0):
+    backends = await redis_backends(url, prefix)
     try:
         job = await backends.jobs.submit(spec, dedup_key=spec["files"][0])
         deadline = time.monotonic() + timeout
@@ -34,17 +37,19 @@ async def _submit_and_wait(prefix: str, spec: dict, timeout: float = 60.0):
         await backends.close()
 
 
-async def _cleanup(prefix: str) -> None:
+async def _cleanup(url: str, prefix: str) -> None:
     import redis.asyncio as aioredis
 
-    r = aioredis.from_url(REDIS)
+    r = aioredis.from_url(url)
     keys = [k async for k in r.scan_iter(match=f"{prefix}:*")]
     if keys:
         await r.delete(*keys)
     await r.aclose()
 
 
-def test_worker_process_builds_a_queued_store_and_stops_on_sigterm(tmp_path: Path) -> None:
+def test_worker_process_builds_a_queued_store_and_stops_on_sigterm(
+    redis_url: str, tmp_path: Path
+) -> None:
     stores = tmp_path / "stores"
     text = "".join(f"{s}\t{t}\n" for s, t in toy_pairs(40, seed=5)).encode()
     name = hashlib.sha256(text).hexdigest() + ".tsv"
@@ -53,7 +58,7 @@ def test_worker_process_builds_a_queued_store_and_stops_on_sigterm(tmp_path: Pat
     prefix = f"ragmt-test-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "RAGMT_REDIS_PREFIX": prefix, "RAGMT_STORES_DIR": str(stores)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "worker", "--redis-url", REDIS],
+        [sys.executable, "-m", "service.cli", "worker", "--redis-url", redis_url],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -63,7 +68,7 @@ def test_worker_process_builds_a_queued_store_and_stops_on_sigterm(tmp_path: Pat
             "domain": "toy", "method": "idf-sentence", "format": "tsv", "files": [name],
             "source_lang": "en", "target_lang": "de", "params": {},
         }  # fmt: skip
-        job = asyncio.run(_submit_and_wait(prefix, spec))
+        job = asyncio.run(_submit_and_wait(redis_url, prefix, spec))
         assert job.state == "done", (job.error, job.message)
         version = job.result["version"]
         assert (stores / "toy" / version / "manifest.json").is_file()
@@ -71,5 +76,5 @@ def test_worker_process_builds_a_queued_store_and_stops_on_sigterm(tmp_path: Pat
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
-        asyncio.run(_cleanup(prefix))
+        asyncio.run(_cleanup(redis_url, prefix))
     assert proc.returncode == 0, out.decode()
