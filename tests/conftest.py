@@ -28,7 +28,7 @@ from tests.redis_server import (
     has_redis_server,
     url_of,
 )
-from tests.toy_bundle import build_toy_bundle
+from tests.toy_bundle import build_memory_bundle, build_toy_bundle
 
 # One thread: the test machine is small and shared, and more threads only contend.
 torch.set_num_threads(1)
@@ -93,3 +93,9 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Directory of a verified en->de bundle named "toy-en-de" (about 6 s to build), shared by
     every test that serves, translates with or encodes through a real model."""
     return build_toy_bundle(tmp_path_factory.mktemp("service-bundle"))
+
+
+@pytest.fixture(scope="session")
+def memory_bundle(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`bundle` warm-started into a semi-parametric bundle "toy-memory" (memory untrained)."""
+    return build_memory_bundle(bundle, tmp_path_factory.mktemp("memory-bundle") / "toy-memory")

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from models.bundle import save_bundle
+from models.bundle import load_bundle, save_bundle
 from models.registry import build_model
 from models.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_tokenizer
 from tests.toy import LEXICON, gloss
@@ -69,5 +69,30 @@ def build_toy_bundle(root: Path) -> Path:
         "transformer",
         languages={"source": "en", "target": "de"},
         extra_files={"spm.model": root / "spm.model"},
+    )
+    return path
+
+
+def build_memory_bundle(baseline: Path, path: Path) -> Path:
+    """The toy baseline warm-started into a semi-parametric model (memory untrained): a real
+    memory model's interface (neighbours in, gates out) without training one."""
+    import dataclasses
+
+    from models.semiparametric import SemiParametricConfig, from_transformer
+
+    base = load_bundle(baseline).model
+    fields = {f.name for f in dataclasses.fields(base.config)}
+    config = SemiParametricConfig(
+        **{k: v for k, v in base.config.to_dict().items() if k in fields},
+        max_neighbours=4,
+        max_neighbour_len=16,
+    )
+    torch.manual_seed(0)
+    save_bundle(
+        path,
+        from_transformer(base, config).eval(),
+        "semiparametric",
+        languages={"source": "en", "target": "de"},
+        extra_files={"spm.model": baseline / "spm.model"},
     )
     return path

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from index_builder.retrieval.encoder import bundle_sha256
 from index_builder.store import active_version
 from models.artifacts import sha256_file
-from models.bundle import load_bundle, save_bundle
-from models.semiparametric import SemiParametricConfig, from_transformer
 from service.cli import app
 from tests.service.conftest import make_store
 from tests.toy import gloss, toy_pairs
@@ -35,31 +31,14 @@ def _data(tmp_path: Path) -> Path:
     return data
 
 
-def _memory_bundle(bundle: Path, tmp_path: Path) -> Path:
-    """The toy baseline warm-started into a semi-parametric model (memory untrained)."""
-    base = load_bundle(bundle).model
-    fields = {f.name for f in dataclasses.fields(base.config)}
-    config = SemiParametricConfig(
-        **{k: v for k, v in base.config.to_dict().items() if k in fields},
-        max_neighbours=4,
-        max_neighbour_len=16,
-    )
-    torch.manual_seed(0)
-    path = tmp_path / "toy-memory"
-    save_bundle(path, from_transformer(base, config).eval(), "semiparametric",
-                languages={"source": "en", "target": "de"},
-                extra_files={"spm.model": bundle / "spm.model"})  # fmt: skip
-    return path
-
-
 def test_eval_appends_one_record_per_domain_saying_what_produced_it(
-    bundle: Path, tmp_path: Path
+    bundle: Path, memory_bundle: Path, tmp_path: Path
 ) -> None:
     data, results = _data(tmp_path), tmp_path / "results.jsonl"
     args = ["eval", "--model", str(bundle), "--data", str(data), "--domains", "toy"]
     res = runner.invoke(app, [*args, "--beam", "2", "--results", str(results)])
     assert res.exit_code == 0, res.output
-    memory = _memory_bundle(bundle, tmp_path)
+    memory = memory_bundle
     stores = tmp_path / "idf-stores"
     make_store(stores, "toy", toy_pairs(30, seed=8), method="idf-ngram", activate=True)
     args = ["eval", "--model", str(memory), "--data", str(data), "--domains", "toy"]

@@ -3,17 +3,13 @@ reports its gate; the baseline path keeps returning neighbours as provenance onl
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from index_builder.corpus import Pair
 from index_builder.store import build_store, set_active
-from models.bundle import load_bundle, save_bundle
-from models.semiparametric import SemiParametricConfig, from_transformer
 from models.transformer import Transformer
 from models.translator import DecodeOptions, Translator
 from service.app import create_app
@@ -23,29 +19,6 @@ from tests.service.conftest import make_store, running
 from tests.toy import toy_pairs
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
-
-
-@pytest.fixture(scope="module")
-def memory_bundle(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The toy baseline warm-started into a semi-parametric model (memory untrained)."""
-    base = load_bundle(bundle).model
-    fields = {f.name for f in dataclasses.fields(base.config)}
-    config = SemiParametricConfig(
-        **{k: v for k, v in base.config.to_dict().items() if k in fields},
-        max_neighbours=4,
-        max_neighbour_len=16,
-    )
-    torch.manual_seed(0)
-    model = from_transformer(base, config).eval()
-    path = tmp_path_factory.mktemp("memory-bundle") / "toy-memory"
-    save_bundle(
-        path,
-        model,
-        "semiparametric",
-        languages={"source": "en", "target": "de"},
-        extra_files={"spm.model": bundle / "spm.model"},
-    )
-    return path
 
 
 async def test_memory_model_receives_neighbours_and_reports_its_gate(
