@@ -135,10 +135,14 @@ def eval_records(
     store_label: str | None,
     data_dir: Path,
     languages: tuple[str, str],
+    git: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One record per domain of an `evaluate` result; `store_dirs`: each domain's store version
-    directory where it retrieved (a domain absent from it read no store)."""
-    git, date = git_state(), datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    directory where it retrieved (a domain absent from it read no store). `git`: the checkout's
+    state when the evaluation started (`git_state()`; read now when not given) — a commit made
+    while it ran did not produce its numbers."""
+    git = git if git is not None else git_state()
+    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return [
         eval_record(
             result,

@@ -435,10 +435,11 @@ def evaluate_cmd(
     from models.artifacts import ArtifactError
     from models.bundle import load_bundle, update_eval
     from models.evaluate import evaluate, markdown_table, write_report
-    from models.results import ResultsError, append_record, eval_records, read_records
+    from models.results import ResultsError, append_record, eval_records, git_state, read_records
     from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
     bundle = model or DEFAULT_BUNDLE
+    started_at = git_state()  # the code that produces the numbers, not a later commit
     try:
         loaded = load_bundle(bundle)
     except ArtifactError as e:
@@ -520,6 +521,7 @@ def evaluate_cmd(
             store_label=stores.resolve().name if stores is not None else None,
             data_dir=data,
             languages=(translator.source_lang, translator.target_lang),
+            git=started_at,
         )
         try:
             for r in records:

@@ -14,6 +14,7 @@ from models.results import (
     ResultsError,
     append_record,
     eval_record,
+    eval_records,
     git_state,
     read_records,
 )
@@ -113,3 +114,26 @@ def test_git_state_is_none_outside_a_checkout_and_tells_a_dirty_tree(tmp_path: P
     assert git_state(tmp_path) == {"commit": head, "dirty": False}
     (tmp_path / "f").write_text("b")
     assert git_state(tmp_path) == {"commit": head, "dirty": True}
+
+
+def test_records_name_the_commit_the_evaluation_started_at(tmp_path: Path) -> None:
+    """A commit made while an evaluation runs did not produce its numbers: the state read
+    at the start is the one recorded."""
+    data = tmp_path / "data"
+    (data / "toy").mkdir(parents=True)
+    for lang in ("en", "de"):
+        (data / "toy" / f"test.{lang}").write_text("one\n", encoding="utf-8")
+    started = {"commit": "a" * 40, "dirty": True}
+    (record,) = eval_records(
+        {"toy": SCORES},
+        system="s",
+        split="test",
+        bundle={"path": "b", "sha256": None, "architecture": "transformer"},
+        decoding={"beam": 4},
+        store_dirs={},
+        store_label=None,
+        data_dir=data,
+        languages=("en", "de"),
+        git=started,
+    )
+    assert record["git"] == started and record["data"]["manifest_sha256"] is None
