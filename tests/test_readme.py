@@ -110,3 +110,13 @@ def test_quick_start_serves_a_translation_literally() -> None:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+    # The start says what is served, in the project's own log lines.
+    started = proc.stdout.read().decode(errors="replace")
+    for line in (
+        "ragmt.service: model semiparametric_bundle: semiparametric en->de",
+        f"ragmt.service: stores directory {ROOT / 'data' / 'stores'}",
+        "ragmt.service: domain general: no store, translated without retrieval",
+        "ragmt.service: management routes off (RAGMT_ADMIN_KEY unset); client API keys off",
+        "torch threads",
+    ):
+        assert line in started, started[-3000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from models.translator import DEFAULT_BUNDLE
 from service.app import create_app
 from service.engine import Limits, TranslationEngine, TranslationRequest
 from service.settings import Settings, check_environment, known_variables
+from tests.service.conftest import make_store
 from tests.toy import gloss
 from tests.toy_bundle import HELD_OUT
 
@@ -261,3 +263,25 @@ def test_a_misspelt_variable_is_named_with_the_closest_known_one() -> None:
 def test_engine_is_not_ready_before_loading() -> None:
     engine = TranslationEngine(Limits())
     assert not engine.ready and engine.not_ready_reason
+
+
+def test_the_start_logs_what_is_served(
+    bundle: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator reads in the first lines: the model, its languages and architecture, the
+    device and threads, the stores directory, each domain's active version, the access."""
+    stores = tmp_path / "stores"
+    version = make_store(stores, "toy", [("one", "eins"), ("two", "zwei")], activate=True)
+    settings = Settings(model_path=bundle, stores_dir=stores, admin_key="k", api_keys="a,b")
+    with caplog.at_level(logging.INFO, logger="ragmt"), TestClient(create_app(settings)):
+        pass
+    lines = [r.getMessage() for r in caplog.records if r.name == "ragmt.service"]
+    assert any(
+        ln.startswith(f"model {bundle.name}: transformer en->de") and "parameters" in ln
+        for ln in lines
+    ), lines
+    assert f"stores directory {stores.resolve()}" in lines
+    assert f"domain toy: active version {version} (idf-sentence, 2 pairs)" in lines
+    assert "domain general: no store, translated without retrieval" in lines
+    assert "management routes on; client API keys 2 keys required" in lines
+    assert any(ln.startswith("device cpu, ") and ln.endswith(" torch threads") for ln in lines)
