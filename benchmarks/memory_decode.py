@@ -28,6 +28,7 @@ import torch
 from benchmarks._common import machine, pct
 from index_builder.retrieval.serving import search_for, store_encoder
 from index_builder.store import load_retriever, open_store
+from models import defaults
 from models.bundle import load_bundle
 from models.data import read_lines
 from models.segment import segment
@@ -48,8 +49,10 @@ def main() -> None:
     ap.add_argument("--domain", default="medical")
     ap.add_argument("--data", type=Path, default=Path("data/en-de"))
     ap.add_argument("--retrieval-model", type=Path, default=None, help="dense stores' encoder")
-    ap.add_argument("--k", type=int, default=10, help="neighbours retrieved per sentence")
-    ap.add_argument("--beam", type=int, default=4)
+    ap.add_argument(
+        "--k", type=int, default=defaults.NEIGHBOURS_K, help="neighbours retrieved per sentence"
+    )
+    ap.add_argument("--beam", type=int, default=defaults.BEAM_SIZE)
     ap.add_argument("--sentences", type=int, default=256, help="lines, for batch-32 throughput")
     ap.add_argument("--latency-sentences", type=int, default=100, help="lines, batch-1 latency")
     ap.add_argument(
