@@ -1,12 +1,18 @@
-"""Shared helpers for the benchmarks: the machine they ran on, percentiles."""
+"""Shared helpers for the benchmarks: the machine they ran on, percentiles, result records."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
+import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+
+from models.results import FORMAT, append_record, git_state
 
 
 def machine() -> str:
@@ -25,3 +31,27 @@ def machine() -> str:
 
 def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
+
+
+def run_fields(kind: str) -> dict[str, Any]:
+    """The fields every benchmark record shares, read once at the start of a run: the git state
+    (a commit made while it runs did not produce its numbers), the machine, the date, the
+    command line. Each measured row adds its settings and values to a copy."""
+    return {
+        "format": FORMAT,
+        "kind": kind,
+        "git": git_state(),
+        "machine": machine(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(
+            ["python", "-m", f"benchmarks.{Path(sys.argv[0]).stem}", *sys.argv[1:]]
+        ),
+        "recovered_from": None,
+    }
+
+
+def write_record(path: Path | None, base: dict[str, Any], **row: Any) -> None:
+    """Append one measured row (`base` from `run_fields` plus the row's fields) to the results
+    file `path` (`--results`); nothing without one."""
+    if path is not None:
+        append_record(path, {**base, **row})

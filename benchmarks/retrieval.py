@@ -10,7 +10,8 @@ Builds `idf-sentence`, `idf-ngram` and `dense-ngram` (Flat) stores for each doma
 split under --stores, then the approximate dense stores (`--approx`, FACTORY:SEARCH) from the
 Flat store's vectors: the same vectors a fresh build makes (same chunks), so only the FAISS
 index is rebuilt; their "build s" is the Flat build's (encoding) plus their index time.
-Queries are the dev sentences.
+Queries are the dev sentences. `--results FILE` appends one "retrieval-benchmark" record per
+store row and one "retrieval-recall-sweep" record per search setting (`models.results`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import faiss
 import numpy as np
 
-from benchmarks._common import machine, pct
+from benchmarks._common import machine, pct, run_fields, write_record
 from index_builder.readers import read_moses
 from index_builder.retrieval.faiss_index import apply_search, build_index, recall_at_k, write_index
 from index_builder.store import build_store, load_retriever, open_store, set_active
@@ -56,8 +58,10 @@ def _size_mib(path: Path) -> float:
     return sum(p.stat().st_size for p in path.iterdir()) / 2**20
 
 
-def _sweep(index: faiss.Index, vectors: np.ndarray, factory: str, search: str) -> list[str]:
-    """recall@10 and search time per query vector of `index` under other search settings
+def _sweep(
+    index: faiss.Index, vectors: np.ndarray, factory: str, search: str
+) -> list[tuple[str, float, float]]:
+    """(setting, recall@10, µs per query vector) of `index` under other search settings
     (exact neighbours computed once; the same sample rule as the build's recall)."""
     settings = next((v for k, v in SWEEP.items() if factory.startswith(k)), [])
     if not settings:
@@ -73,15 +77,17 @@ def _sweep(index: faiss.Index, vectors: np.ndarray, factory: str, search: str) -
         _, approx = index.search(queries, 10)
         us = (time.perf_counter() - t0) / len(queries) * 1e6
         recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact, strict=True)])
-        lines.append(f"{factory} {setting}: recall@10 {recall:.3f}, {us:.0f} us/query vector")
+        lines.append((setting, float(recall), us))
     apply_search(index, search)
     return lines
 
 
-def _derive_approx(flat: Path, factory: str, search: str, notes: list[str]) -> tuple[Path, float]:
+def _derive_approx(
+    flat: Path, factory: str, search: str, notes: list[dict[str, Any]]
+) -> tuple[Path, float]:
     """A copy of the Flat dense store with `factory` indexes built from its vectors, recall@10
     measured and recorded as `build_store` does; returns (path, index seconds). Appends the
-    recall of other search settings to `notes`."""
+    recall of other search settings to `notes` (one dict per width and setting)."""
     store = open_store(flat)
     m = dict(store.manifest)
     params = {**m["params"], "factory": factory, "search": search}
@@ -100,8 +106,10 @@ def _derive_approx(flat: Path, factory: str, search: str, notes: list[str]) -> t
             index, vectors, params["recall_sample"], params["seed"]
         )
         notes += [
-            f"{flat.parent.name} {name} {line}" for line in _sweep(index, vectors, factory, search)
-        ]
+            {"domain": flat.parent.name, "width": w, "index": factory, "search": setting,
+             "recall_at_10": recall, "us_per_query_vector": us}
+            for setting, recall, us in _sweep(index, vectors, factory, search)
+        ]  # fmt: skip
         write_index(index, out / f"{name}.faiss")
         del index, vectors
     n = sum(recall[f"queries_w{w}"] for w in params["widths"])
@@ -143,7 +151,14 @@ def main() -> None:
     ap.add_argument("--latency-sentences", type=int, default=200, help="batch-1 queries")
     ap.add_argument("--batch-sentences", type=int, default=512, help="batch-32 queries")
     ap.add_argument("--flat-sentences", type=int, default=64, help="dense Flat: fewer queries")
+    ap.add_argument("--results", type=Path, default=None, help="append a record per row")
     args = ap.parse_args()
+    base = run_fields("retrieval-benchmark")
+    base["settings"] = {
+        "k": args.k, "limit": args.limit or None, "latency_sentences": args.latency_sentences,
+        "batch_sentences": args.batch_sentences, "flat_sentences": args.flat_sentences,
+        "queries": "dev", "faiss": faiss.__version__, "faiss_threads": faiss.omp_get_max_threads(),
+    }  # fmt: skip
     methods = args.methods.split(",")
     approx = [tuple(a.split(":", 1)) for a in args.approx.split(";") if a]
     print(f"machine: {machine()}; faiss {faiss.__version__} ({faiss.omp_get_max_threads()} "
@@ -159,9 +174,9 @@ def main() -> None:
         if args.limit:
             pairs = pairs[: args.limit]
         dev = (d / "dev.en").read_text(encoding="utf-8").splitlines()
-        rows: dict[str, tuple[float, float]] = {}
         builds: list[tuple[str, str, Path, float]] = []
-        notes: list[str] = []
+        notes: list[dict[str, Any]] = []
+        measured: list[dict[str, Any]] = []
         for method in methods:
             dense = method == "dense-ngram"
             gc.collect()
@@ -188,14 +203,14 @@ def main() -> None:
             n1 = min(args.latency_sentences, args.flat_sentences) if few else args.latency_sentences
             n32 = min(args.batch_sentences, args.flat_sentences) if few else args.batch_sentences
             lat, b32 = _latency(lambda qs, r=r: r.search(qs, args.k), dev, n1, n32)
-            encode = "-"
+            encode, encode_ms = "-", None
             if dense:
                 enc, _ = _latency(lambda qs, r=r: r.query_vectors(qs), dev, n1, 32)
-                encode = f"{pct(enc, 50):.2f}"
+                encode_ms = pct(enc, 50)
+                encode = f"{encode_ms:.2f}"
             recall = manifest.get("recall_at_10")
             recall_text = f"{recall['all']:.3f}" if recall else "-"
             items = manifest["items"]
-            rows[method if factory == "-" else f"{method} {factory}"] = (pct(lat, 50), b32)
             print(
                 f"| {domain} | {method} | {factory} | {len(pairs)} | {items} | {build:.1f} "
                 f"| {len(pairs) / build:.0f} | {items / build:.0f} | {_size_mib(path):.1f} "
@@ -203,15 +218,34 @@ def main() -> None:
                 f"| {pct(lat, 50):.2f} | {pct(lat, 95):.2f} | {b32:.2f} | {encode} |",
                 flush=True,
             )
+            measured.append({
+                "domain": domain, "method": method, "index": None if factory == "-" else factory,
+                "search": manifest["params"].get("search") if dense else None,
+                "pairs": len(pairs), "items": items, "build_seconds": build,
+                "pairs_per_second": len(pairs) / build, "items_per_second": items / build,
+                "disk_mib": _size_mib(path), "load_seconds": load, "rss_mib": rss,
+                "recall_at_10": recall["all"] if recall else None,
+                "b1_p50_ms": pct(lat, 50), "b1_p95_ms": pct(lat, 95),
+                "b32_ms_per_sentence": b32, "encode_p50_ms": encode_ms,
+                "ratio_to_idf_ngram": None,
+            })  # fmt: skip
             del r
-        base = rows.get("idf-ngram")
-        if base:
-            for name, (p50, b32) in rows.items():
-                if name != "idf-ngram":
-                    print(f"| {domain} | ratio {name} / idf-ngram | | | | | | | | | | "
-                          f"| {p50 / base[0]:.1f}x | | {b32 / base[1]:.1f}x | |")  # fmt: skip
-        for line in notes:
-            print(f"    recall sweep, {line}", flush=True)
+        idf = next((r for r in measured if r["method"] == "idf-ngram"), None)
+        for row in measured if idf else []:
+            if row is not idf:
+                p50 = row["b1_p50_ms"] / idf["b1_p50_ms"]
+                b32 = row["b32_ms_per_sentence"] / idf["b32_ms_per_sentence"]
+                row["ratio_to_idf_ngram"] = {"b1_p50": p50, "b32": b32}
+                name = " ".join(x for x in (row["method"], row["index"]) if x)
+                print(f"| {domain} | ratio {name} / idf-ngram | | | | | | | | | | "
+                      f"| {p50:.1f}x | | {b32:.1f}x | |")  # fmt: skip
+        for row in measured:
+            write_record(args.results, base, **row)
+        for note in notes:
+            print(f"    recall sweep, {note['domain']} w{note['width']} {note['index']} "
+                  f"{note['search']}: recall@10 {note['recall_at_10']:.3f}, "
+                  f"{note['us_per_query_vector']:.0f} us/query vector", flush=True)  # fmt: skip
+            write_record(args.results, {**base, "kind": "retrieval-recall-sweep"}, k=10, **note)
 
 
 if __name__ == "__main__":

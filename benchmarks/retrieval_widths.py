@@ -10,6 +10,7 @@ retrieval-memory model for the reference translation:
 - best BLEU: sacreBLEU sentence BLEU of the best single neighbour target vs the reference;
 - hit4: share of sentences with a neighbour target sharing a 4-gram with the reference.
 Also neighbours per sentence, index size (n-grams) and query time per sentence (batch 32).
+`--results FILE` appends one "retrieval-widths" record per row (`models.results`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from sacrebleu.metrics import BLEU
 
+from benchmarks._common import run_fields, write_record
 from index_builder.columns import PairTexts
 from index_builder.retrieval.idf import IdfNgramParams, IdfNgramRetriever, IdfSentenceRetriever
 from index_builder.retrieval.text import tokenize
@@ -77,7 +79,9 @@ def main() -> None:
     ap.add_argument("--domains", default="bible,software-docs")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--dev", type=int, default=500, help="dev sentences per domain")
+    ap.add_argument("--results", type=Path, default=None, help="append a record per row")
     args = ap.parse_args()
+    base = run_fields("retrieval-widths")
     print(f"k = {args.k}; dev sentences per domain <= {args.dev}; query time at batch 32")
     for domain in args.domains.split(","):
         d = args.data / domain
@@ -114,6 +118,29 @@ def main() -> None:
                 f"| {m['cover2']:.3f} | {m['best_bleu']:.1f} | {m['hit4']:.3f} "
                 f"| {query_ms:.1f} | {build:.1f} |",
                 flush=True,
+            )
+            write_record(
+                args.results,
+                base,
+                domain=domain,
+                method=method,
+                widths=None if widths is None else w,
+                corpus=None if widths is None else corpus,
+                k=args.k,
+                train_pairs=len(pairs),
+                dev_sentences=len(dev_src),
+                dev_tokens={
+                    "median": float(np.median(lengths)),
+                    "p10": float(np.percentile(lengths, 10)),
+                    "p90": float(np.percentile(lengths, 90)),
+                },
+                items=int(r.counts()["items"]),
+                neighbours_per_sentence=m["neighbours"],
+                cover2=m["cover2"],
+                best_bleu=m["best_bleu"],
+                hit4=m["hit4"],
+                query_ms_per_sentence=query_ms,
+                build_seconds=build,
             )
 
 
