@@ -11,7 +11,9 @@ by RAGMT_* variables only; clients are httpx async clients in this process, one 
 request. Both store versions hold software-docs train+dev+test (33,016 pairs), so each query
 (a test sentence) is also in the store, as in a translation memory. Miss cells send sentences
 this domain has not seen; hit cells repeat sentences of the miss cells. Everything runs on
-the same machine: the clients take CPU from the server.
+the same machine: the clients take CPU from the server. `--results FILE` appends one record
+per measured row (`models.results`): "service-benchmark" per cell, "service-activation" per
+store version, "service-memory" per memory sample.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks._common import machine, pct
+from benchmarks._common import machine, pct, run_fields, write_record
 from index_builder.readers import read_moses
 from index_builder.store import build_store, set_active
 
@@ -225,6 +227,11 @@ def _ratio(a: float, b: float) -> str:
 
 
 async def run(args: argparse.Namespace, plan: Plan, work: Path) -> None:
+    base = run_fields("service-benchmark")
+    base["settings"] = {
+        "model": str(args.model), "domain": DOMAIN, "miss_requests": plan.miss,
+        "hit_requests": plan.hit, "warmup": plan.warmup, "activations": plan.activations,
+    }  # fmt: skip
     stores = work / "stores"
     d = args.data / DOMAIN
     pairs = []
@@ -297,8 +304,10 @@ async def run(args: argparse.Namespace, plan: Plan, work: Path) -> None:
                     )
             mem_traffic = server.memory()
             _print_cells(cells)
-
-            await _activations(client, server, plan, built, version_a, version_b, mem_start)
+            for name, cache, c in _CELL_ORDER:
+                write_record(args.results, base, **_cell_record(cells, name, cache, c))
+            rec = (args.results, base)
+            await _activations(client, server, plan, built, version_a, version_b, mem_start, rec)
             # The domain still serves, from the version the alternation ended on.
             check = await _cell(client, texts[:1], 1, langs, DOMAIN, (1, version_a))
             print(f"\nafter the activations: translation with domain ok ({check.unexpected} "
@@ -308,6 +317,38 @@ async def run(args: argparse.Namespace, plan: Plan, work: Path) -> None:
         server.stop()
 
 
+_CELL_ORDER = [
+    (n, cache, c) for n in ("none", "idf-ngram") for cache in ("miss", "hit") for c in CONCURRENCY
+]
+
+
+def _cell_record(
+    cells: dict[tuple[str, str, int], Cell], name: str, cache: str, c: int
+) -> dict[str, Any]:
+    """One cell's measured values, with the ratios the printed table shows."""
+    cell = cells[name, cache, c]
+    lat = cell.latencies_ms
+
+    def ratio(other: Cell) -> float | None:
+        return cell.rps / other.rps if other.rps else None
+
+    return {
+        "retrieval": None if name == "none" else f"{DOMAIN} {name}",
+        "cache": cache,
+        "concurrency": c,
+        "requests": len(lat),
+        "requests_per_second": cell.rps,
+        "p50_ms": pct(lat, 50),
+        "p95_ms": pct(lat, 95),
+        "retrieval_p50_ms": pct(cell.retrieval_ms, 50),
+        "texts_per_batch": cell.batched_texts / cell.batches if cell.batches else None,
+        "rps_vs_no_retrieval": ratio(cells["none", cache, c]) if name != "none" else None,
+        "rps_vs_miss": ratio(cells[name, "miss", c]) if cache == "hit" else None,
+        "rps_vs_concurrency_1": ratio(cells[name, cache, 1]) if c != 1 else None,
+        "unexpected": cell.unexpected,
+    }
+
+
 def _print_cells(cells: dict[tuple[str, str, int], Cell]) -> None:
     print(
         "\n| retrieval | cache | conc. | requests | req/s | p50 ms | p95 ms | retrieval ms p50 "
@@ -315,9 +356,7 @@ def _print_cells(cells: dict[tuple[str, str, int], Cell]) -> None:
         "| req/s vs no retrieval | req/s vs miss | req/s vs conc. 1 | unexpected |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    names, caches = ("none", "idf-ngram"), ("miss", "hit")
-    order = [(n, cache, c) for n in names for cache in caches for c in CONCURRENCY]
-    for name, cache, c in order:
+    for name, cache, c in _CELL_ORDER:
         cell = cells[name, cache, c]
         lat = cell.latencies_ms
         print(
@@ -341,8 +380,10 @@ async def _activations(
     version_a: str,
     version_b: str,
     mem_start: dict[str, float],
+    rec: tuple[Path | None, dict[str, Any]],
 ) -> None:
-    """Alternate the domain between its two versions, timing each and sampling memory."""
+    """Alternate the domain between its two versions, timing each and sampling memory;
+    `rec`: the results file (or None) and the run's record fields."""
     n = plan.activations
     times: dict[str, list[tuple[float, float]]] = {version_a: [], version_b: []}
     marks = sorted({0, n, *range(0, n, max(1, n // 10))})
@@ -367,6 +408,11 @@ async def _activations(
             f"| {version} | {method} | {len(ts)} | {srv[0]:.3f} | {pct(srv, 50):.3f} "
             f"| {pct(srv, 95):.3f} | {pct(wall, 50):.3f} | {pct(wall, 95):.3f} |"
         )
+        write_record(
+            rec[0], {**rec[1], "kind": "service-activation"}, version=version, method=method,
+            activations=len(ts), first_server_s=srv[0], server_p50_s=pct(srv, 50),
+            server_p95_s=pct(srv, 95), client_p50_s=pct(wall, 50), client_p95_s=pct(wall, 95),
+        )  # fmt: skip
     srv_a = [t[1] for t in times[version_a]]
     srv_b = [t[1] for t in times[version_b]]
     print(f"ratio idf-ngram / idf-sentence activation (server p50): "
@@ -377,6 +423,11 @@ async def _activations(
     print("|---:|---:|---:|---:|")
     for i, m in memory.items():
         print(f"| {i} | {m['VmRSS']:.0f} | {m['RssAnon']:.0f} | {m['RssFile']:.0f} |")
+        write_record(
+            rec[0], {**rec[1], "kind": "service-memory"}, after_activations=i,
+            vmrss_mib=m["VmRSS"], rssanon_mib=m["RssAnon"], rssfile_mib=m["RssFile"],
+            vmrss_start_mib=mem_start["VmRSS"],
+        )  # fmt: skip
     first, half, last = memory[0], memory[marks[len(marks) // 2]], memory[n]
     peak = max(m["VmRSS"] for m in memory.values())
     print(
@@ -393,6 +444,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path("/root/ragmt/data/en-de"))
     ap.add_argument("--quick", action="store_true", help="few requests: checks the script works")
     ap.add_argument("--activations", type=int, default=None, help="even; default 100 (quick: 10)")
+    ap.add_argument("--results", type=Path, default=None, help="append a record per row")
     args = ap.parse_args()
     plan = QUICK if args.quick else FULL
     if args.activations is not None:

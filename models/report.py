@@ -22,6 +22,11 @@ row and its column each add to, so a number in the report is never typed by hand
                   "cells": {"general": {"store.domain": "medical"}},   # per-column filters
                   "absent": ["medical"]}]}}}                          # "-", on purpose
 
+Rows (or columns) may also be {"fields": ["domain", "method", "index"]}: one per distinct
+combination of those fields among the table's records, in file order (null kept, shown "-"),
+labelled by the first; a column {"label": "index", "metric": "index", "format": "{}"} then
+shows another field of the row's record as text, so a benchmark's table is one row per record.
+
 A filter value is matched for equality, or is {"same_as": "other.path"} or {"in": [...]}.
 A cell that matches no record is an error unless its column is listed in `absent`; one that
 matches several is an error unless the table sets "aggregate": "range". Regenerating twice
@@ -84,14 +89,25 @@ def _matches(record: Record, where: Mapping[str, Any]) -> bool:
 
 
 def _axis(spec: Any, records: Sequence[Record], where: Mapping[str, Any]) -> list[dict]:
-    """Rows or columns: a list as given, or {"field", "values"?} expanded (values default:
-    the field's values among the table's records, in file order)."""
+    """Rows or columns: a list as given, {"field", "values"?} expanded (values default: the
+    field's values among the table's records, in file order), or {"fields"}: one per distinct
+    combination of several fields, in file order."""
     if isinstance(spec, list):
         for entry in spec:
             unknown = set(entry) - _ROW_KEYS
             if unknown:
                 raise ReportError(f"unknown keys {sorted(unknown)} in {entry.get('label')!r}")
         return spec
+    if "fields" in spec:
+        fields = spec["fields"]
+        combos = (tuple(_get(r, f) for f in fields) for r in records if _matches(r, where))
+        return [
+            {
+                "label": "-" if c[0] is None else str(c[0]),
+                "where": dict(zip(fields, c, strict=True)),
+            }
+            for c in dict.fromkeys(combos)
+        ]
     field = spec["field"]
     values = spec.get("values")
     if values is None:

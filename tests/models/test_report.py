@@ -125,3 +125,24 @@ def test_a_marker_without_a_spec_and_a_spec_without_a_marker_are_errors(tmp_path
     report.write_text("no markers\n")
     with pytest.raises(ReportError, match=r"no marker for the specified tables \['main'\]"):
         regenerate(report)
+
+
+def test_rows_over_several_fields_one_per_record_with_text_columns(tmp_path: Path) -> None:
+    spec = {"corner": "system", "where": {"decoding.length_penalty": 2.0},
+            "rows": {"fields": ["system", "store.domain"]},
+            "columns": [{"label": "store", "metric": "store.domain", "format": "{}"},
+                        {"label": "domain", "metric": "domain", "format": "{}"},
+                        {"label": "BLEU", "metric": "bleu", "format": "{:.1f}"}]}  # fmt: skip
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    with pytest.raises(ReportError, match="2 records match"):  # (base, null) is two records
+        regenerate(_report(tmp_path / "a", spec))
+    spec["rows"] = {"fields": ["system", "domain", "store.domain"]}
+    assert (
+        regenerate(_report(tmp_path / "b", spec))
+        .split("<!-- table: main -->\n\n")[1]
+        .startswith(
+            "| system | store | domain | BLEU |\n|---|---:|---:|---:|\n"
+            "| base | - | a | 10.0 |\n| base | - | b | 20.0 |\n| mem | a | a | 15.5 |\n"
+            "| mem | b | b | 27.2 |\n| mem | b | a | 9.0 |\n"
+        )
+    )
