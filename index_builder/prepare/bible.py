@@ -267,6 +267,7 @@ def config_hash(cfg: BibleConfig, package_sha: str, pair_manifests: dict[str, st
             "format": FORMAT_VERSION,
             "package": package_sha,
             "pair_manifests": pair_manifests,
+            "placeholders": sorted(PLACEHOLDERS),
         },
         sort_keys=True,
     )
