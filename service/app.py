@@ -103,6 +103,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     if settings.cache_ttl_s > 0:
         engine.cache = backends.cache
     await anyio.to_thread.run_sync(engine.load_default, settings.bundle_path)
+    await anyio.to_thread.run_sync(service.langid.load)
     await manager.start()
     service.domains = manager
     for line in startup_summary(settings, engine, manager, backends_kind(settings, injected)):

@@ -22,6 +22,7 @@ from fastapi import Depends, Request
 from service.domains import DomainManager
 from service.engine import TranslationEngine
 from service.errors import Forbidden, NotFound, NotReady, TooManyRequests, Unauthorized
+from service.langid import LanguageIdentifier
 from service.metrics import Metrics
 from service.settings import Settings
 from service.shared import Backends
@@ -36,6 +37,7 @@ class Service:
     settings: Settings
     metrics: Metrics
     engine: TranslationEngine
+    langid: LanguageIdentifier = field(default_factory=LanguageIdentifier)
     domains: DomainManager | None = None
     backends: Backends | None = None
     draining: bool = False

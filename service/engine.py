@@ -333,6 +333,10 @@ class TranslationEngine:
             DecodeOptions(beam_size=beam, length_penalty=self.limits.length_penalty),
         )
 
+    def check_texts(self, texts: Sequence[str]) -> None:
+        """The limits on a batch of texts (count, length, valid Unicode); 422 when over."""
+        self._check_texts(texts)
+
     def _check_texts(self, texts: Sequence[str]) -> None:
         lim = self.limits
         if not texts:

@@ -115,7 +115,7 @@ class ActivationFailed(ServiceError):
 
 
 # LibreTranslate's routes answer errors as `{"error": "message"}`, which its clients parse.
-LIBRETRANSLATE_PATHS = frozenset({"/translate", "/languages"})
+LIBRETRANSLATE_PATHS = frozenset({"/translate", "/detect", "/languages"})
 
 
 def error_response(

@@ -163,6 +163,19 @@ class LibreTranslateRequest(BaseModel):
     api_key: str | None = None
 
 
+class LibreDetectRequest(BaseModel):
+    """LibreTranslate's /detect body (JSON or form)."""
+
+    model_config = ConfigDict(extra="ignore")
+    q: str | list[str]
+    api_key: str | None = None
+
+
+class LibreDetection(BaseModel):
+    language: str
+    confidence: float  # percent, as LibreTranslate answers
+
+
 class LibreTranslateResponse(BaseModel):
     translatedText: str | list[str]  # noqa: N815 (LibreTranslate's field name)
     detectedLanguage: dict[str, Any] | list[dict[str, Any]] | None = None  # noqa: N815

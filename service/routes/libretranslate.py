@@ -1,42 +1,49 @@
 """LibreTranslate-compatible routes, so its existing clients work unchanged.
 
 `POST /translate` takes JSON or form bodies: `q` (a string or a list), `source` (a code or
-"auto", meaning the model's source language), `target`, `format` ("text"; "html" is refused
-with a clear 400) and an optional `api_key`; it answers `{"translatedText": ...}` in the
-shape of `q`. `GET /languages` lists the served pairs as LibreTranslate does. Errors are
-`{"error": message, ...}` as LibreTranslate clients expect (see service/errors.py).
+"auto": identified per text, see service/langid.py), `target`, `format` ("text"; "html" is
+refused with a clear 400) and an optional `api_key`; it answers `{"translatedText": ...}` in
+the shape of `q`. `POST /detect` (`q`, `api_key`) answers, per text, a list with the most
+probable language and its confidence in percent. A text without letters (blank, digits) is
+not identified: it is reported as the model's source language with confidence 0. `GET
+/languages` lists the served pairs as LibreTranslate does. Errors are `{"error": message,
+...}` as LibreTranslate clients expect (see service/errors.py).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from service.deps import ServiceDep, admitting, authorize_client
+from service.deps import Service, ServiceDep, admitting, authorize_client
 from service.engine import TranslationRequest
-from service.errors import BadRequest, InvalidInput, ServiceError
+from service.errors import BadRequest, InvalidInput, ServiceError, UnsupportedLanguage
+from service.langid import Detection
 from service.routes import ERRORS
-from service.schemas import LibreLanguage, LibreTranslateRequest, LibreTranslateResponse
+from service.schemas import (
+    LibreDetection,
+    LibreDetectRequest,
+    LibreLanguage,
+    LibreTranslateRequest,
+    LibreTranslateResponse,
+)
 
 router = APIRouter()
 
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French"}
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
-_BODY_SCHEMA = {"$ref": "#/components/schemas/LibreTranslateRequest"}
-_OPENAPI = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {"schema": _BODY_SCHEMA},
-            "application/x-www-form-urlencoded": {"schema": _BODY_SCHEMA},
-        },
-    }
-}
+Body = TypeVar("Body", bound=BaseModel)
+
+
+def _openapi(schema: str) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{schema}"}
+    content = {"application/json": {"schema": ref}, FORM_TYPES[0]: {"schema": ref}}
+    return {"requestBody": {"required": True, "content": content}}
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -72,15 +79,8 @@ def _as_q(e: ServiceError) -> ServiceError:
     return e
 
 
-@router.post(
-    "/translate",
-    response_model=LibreTranslateResponse,
-    response_model_exclude_none=True,
-    responses=ERRORS,
-    openapi_extra=_OPENAPI,
-)
-async def libre_translate(request: Request, service: ServiceDep) -> LibreTranslateResponse:
-    """LibreTranslate's translate call on the default model and the general domain."""
+async def _request(request: Request, service: Service, schema: type[Body]) -> Body:
+    """The validated body, after admission and the client's key (checked before the body)."""
     admitting(service)
     problem: Exception | None = None
     try:
@@ -92,9 +92,36 @@ async def libre_translate(request: Request, service: ServiceDep) -> LibreTransla
     if problem is not None:
         raise problem
     try:
-        req = LibreTranslateRequest.model_validate(data)
+        return schema.model_validate(data)
     except ValidationError as e:
         raise RequestValidationError(e.errors()) from None
+
+
+def _detect(service: Service, texts: list[str]) -> list[Detection]:
+    """One detection per text, within the translation limits; see the module's docstring."""
+    try:
+        service.engine.check_texts(texts)
+    except ServiceError as e:
+        raise _as_q(e) from None
+    source = service.engine.default_languages()[0]
+    found = [service.langid.detect(t) for t in texts]
+    return [d if d is not None else Detection(source, 0.0) for d in found]
+
+
+def _percent(d: Detection) -> dict[str, Any]:
+    return {"confidence": round(d.confidence * 100, 1), "language": d.language}
+
+
+@router.post(
+    "/translate",
+    response_model=LibreTranslateResponse,
+    response_model_exclude_none=True,
+    responses=ERRORS,
+    openapi_extra=_openapi("LibreTranslateRequest"),
+)
+async def libre_translate(request: Request, service: ServiceDep) -> LibreTranslateResponse:
+    """LibreTranslate's translate call on the default model and the general domain."""
+    req = await _request(request, service, LibreTranslateRequest)
     if req.format != "text":
         raise BadRequest(
             f"format {req.format[:20]!r} is not supported; send plain text with format 'text'",
@@ -102,21 +129,48 @@ async def libre_translate(request: Request, service: ServiceDep) -> LibreTransla
         )
     engine = service.engine
     source = req.source
-    if source == "auto":  # one source language per model: "detection" is the model's
-        source = engine.default_languages()[0]
     texts = [req.q] if isinstance(req.q, str) else req.q
+    detections: list[Detection] = []
+    if source == "auto":
+        source = engine.default_languages()[0]
+        detections = _detect(service, texts)
+        other = next((d.language for d in detections if d.language != source), None)
+        if other is not None:
+            raise UnsupportedLanguage(
+                f"detected language {other!r} is not translated here; supported sources: {source}",
+                detected=other,
+                supported_sources=[source],
+            )
     try:
         result = await engine.translate_batch(TranslationRequest(texts, source, req.target))
     except ServiceError as e:
         raise _as_q(e) from None
     out = [r.translation for r in result.results]
     detected = None
-    if req.source == "auto":
-        one = {"confidence": 100.0, "language": source}
-        detected = one if isinstance(req.q, str) else [one] * len(out)
+    if detections:
+        found = [_percent(d) for d in detections]
+        detected = found[0] if isinstance(req.q, str) else found
     return LibreTranslateResponse(
         translatedText=out[0] if isinstance(req.q, str) else out, detectedLanguage=detected
     )
+
+
+Detected = list[LibreDetection] | list[list[LibreDetection]]
+
+
+@router.post(
+    "/detect",
+    response_model=Detected,
+    responses=ERRORS,
+    openapi_extra=_openapi("LibreDetectRequest"),
+)
+async def libre_detect(request: Request, service: ServiceDep) -> Detected:
+    """LibreTranslate's detect call: `[{"language", "confidence"}]` for a text (its most
+    probable language), a list of those for a list of texts."""
+    req = await _request(request, service, LibreDetectRequest)
+    texts = [req.q] if isinstance(req.q, str) else req.q
+    found = [[LibreDetection(**_percent(d))] for d in _detect(service, texts)]
+    return found[0] if isinstance(req.q, str) else found
 
 
 @router.get("/languages", response_model=list[LibreLanguage])

@@ -1,4 +1,4 @@
-"""LibreTranslate's /translate and /languages, as its clients call them (JSON and forms)."""
+"""LibreTranslate's /translate, /detect and /languages as its clients call them (JSON, forms)."""
 
 from __future__ import annotations
 
@@ -64,11 +64,62 @@ def test_form_bodies(client: TestClient) -> None:
 
 
 def test_auto_source_reports_the_detected_language(client: TestClient) -> None:
-    resp = client.post("/translate", json={"q": "five", "source": "auto", "target": "de"})
-    assert resp.json() == {
-        "translatedText": "fünf",
-        "detectedLanguage": {"confidence": 100.0, "language": "en"},
-    }
+    resp = client.post("/translate", json={"q": "one two three", "source": "auto", "target": "de"})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["translatedText"] == "eins zwei drei"
+    found = body["detectedLanguage"]
+    assert found["language"] == "en" and 50 < found["confidence"] < 100  # the identifier's
+    texts = ["red house", "", "blue tree"]
+    resp = client.post("/translate", json={"q": texts, "source": "auto", "target": "de"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["translatedText"] == ["rot haus", "", "blau baum"]
+    found = resp.json()["detectedLanguage"]
+    assert [d["language"] for d in found] == ["en", "en", "en"]
+    assert found[1]["confidence"] == 0.0 and found[0]["confidence"] != found[2]["confidence"]
+
+
+def test_auto_source_refuses_a_language_the_model_does_not_translate(client: TestClient) -> None:
+    body = {"q": "Die Datei ist gespeichert.", "source": "auto", "target": "de"}
+    resp = client.post("/translate", json=body)
+    assert "'de'" in lt_error(resp, 422)
+    assert resp.json()["code"] == "unsupported_language"
+    assert resp.json()["detected"] == "de" and resp.json()["supported_sources"] == ["en"]
+    body["q"] = ["one two", "Le fichier n'a pas pu être enregistré."]
+    resp = client.post("/translate", json=body)
+    assert "'fr'" in lt_error(resp, 422) and resp.json()["detected"] == "fr"
+
+
+def test_detect_json_form_and_lists(client: TestClient) -> None:
+    resp = client.post("/detect", json={"q": "Die Datei ist gespeichert."})
+    assert resp.status_code == 200, resp.text
+    [found] = resp.json()
+    assert found["language"] == "de" and 90 < found["confidence"] <= 100
+    resp = client.post("/detect", data={"q": "Le fichier est enregistré."})
+    assert [d["language"] for d in resp.json()] == ["fr"]
+    texts = ["Open the file.", "Öffnen Sie die Datei.", " "]
+    resp = client.post("/detect", json={"q": texts, "api_key": ""})
+    assert resp.status_code == 200, resp.text
+    assert [[d["language"] for d in ds] for ds in resp.json()] == [["en"], ["de"], ["en"]]
+    assert resp.json()[2] == [{"language": "en", "confidence": 0.0}]
+    many = "&".join(f"q={t}" for t in ("Open the file.", "Ouvrez le fichier."))
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    resp = client.post("/detect", content=many, headers=form)
+    assert [ds[0]["language"] for ds in resp.json()] == ["en", "fr"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "needle"),
+    [
+        ({"q": []}, 422, "q must not be empty"),
+        ({"q": ["one"] * 4}, 422, "max_texts=3"),
+        ({"q": "one " * 20}, 422, "max_chars=40"),
+        ({"q": 5}, 422, "q"),
+        ({}, 422, "q"),
+    ],
+)
+def test_detect_errors_are_libretranslate_shaped(client: TestClient, body, status, needle) -> None:
+    assert needle in lt_error(client.post("/detect", json=body), status)
 
 
 @pytest.mark.parametrize(
@@ -121,6 +172,11 @@ def test_api_key_in_the_body_or_a_header(bundle: Path) -> None:
         assert c.post("/translate", data=body | {"api_key": "k1"}).status_code == 200
         resp = c.post("/translate", json=body, headers={"X-API-Key": "k1"})
         assert resp.status_code == 200
+        detect = {"q": "Open the file."}
+        assert "API key" in lt_error(c.post("/detect", json=detect), 401)
+        assert lt_error(c.post("/detect", json=detect | {"api_key": "nope"}), 403)
+        assert c.post("/detect", json=detect | {"api_key": "k1"}).json()[0]["language"] == "en"
+        assert c.post("/detect", data=detect, headers={"X-API-Key": "k2"}).status_code == 200
         # A key is checked before the body: no key and a broken body is still a 401.
         assert lt_error(
             c.post("/translate", content=b"{", headers={"content-type": "application/json"}), 401

@@ -30,7 +30,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from service.app import create_app
 from service.deps import require_admin
-from service.schemas import LibreTranslateRequest
+from service.schemas import LibreDetectRequest, LibreTranslateRequest
 from service.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -238,6 +238,9 @@ def test_management_examples_send_the_admin_key(routes: list[APIRoute]) -> None:
             assert "x-admin-key" not in curl.headers, curl.text
 
 
+LIBRE_BODIES = {"/translate": LibreTranslateRequest, "/detect": LibreDetectRequest}
+
+
 def test_json_bodies_validate_against_the_request_schemas(routes: list[APIRoute]) -> None:
     seen = set()
     for curl in examples():
@@ -246,7 +249,7 @@ def test_json_bodies_validate_against_the_request_schemas(routes: list[APIRoute]
             assert not curl.json_body, f"content-type without a body: {curl.text}"
             continue
         body = expand(" ".join(curl.data))
-        if route.path == "/translate":  # LibreTranslate: JSON or a form, read by hand
+        if route.path in LIBRE_BODIES:  # LibreTranslate: JSON or a form, read by hand
             if curl.json_body:
                 data: Any = json.loads(body)
             else:
@@ -254,8 +257,8 @@ def test_json_bodies_validate_against_the_request_schemas(routes: list[APIRoute]
                 data = {k: v for k, v in pairs}
                 qs = [v for k, v in pairs if k == "q"]
                 data["q"] = qs if len(qs) > 1 else qs[0]
-            req = LibreTranslateRequest.model_validate(data)
-            assert req.format == "text", curl.text
+            req = LIBRE_BODIES[route.path].model_validate(data)
+            assert getattr(req, "format", "text") == "text", curl.text
             seen.add(route.path)
             continue
         assert curl.json_body, f"JSON body without content-type: {curl.text}"
@@ -263,7 +266,7 @@ def test_json_bodies_validate_against_the_request_schemas(routes: list[APIRoute]
         model = route.body_field.field_info.annotation
         model.model_validate_json(body)  # strict schemas: the JSON as the server parses it
         seen.add(route.path)
-    assert {"/v1/translate", "/translate", "/v1/domains/{domain}/activate"} <= seen
+    assert {"/v1/translate", "/translate", "/detect", "/v1/domains/{domain}/activate"} <= seen
 
 
 def _validate_params(params: list[Any], values: dict[str, str], text: str) -> None:
