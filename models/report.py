@@ -26,6 +26,8 @@ Rows (or columns) may also be {"fields": ["domain", "method", "index"]}: one per
 combination of those fields among the table's records, in file order (null kept, shown "-"),
 labelled by the first; a column {"label": "index", "metric": "index", "format": "{}"} then
 shows another field of the row's record as text, so a benchmark's table is one row per record.
+"scale" (table, row or column) multiplies a number before it is formatted: 100 shows a
+fraction in percent.
 
 A filter value is matched for equality, or is {"same_as": "other.path"} or {"in": [...]}.
 A cell that matches no record is an error unless its column is listed in `absent`; one that
@@ -48,10 +50,11 @@ MARKER = re.compile(
 )
 _TABLE_KEYS = {
     "where", "metric", "format", "delta_format", "corner", "columns", "rows", "aggregate",
-    "signatures", "note",
+    "signatures", "note", "scale",
 }  # fmt: skip
 _ROW_KEYS = {
     "label", "where", "cells", "absent", "minus", "minus_cells", "bold", "metric", "format",
+    "scale",
 }  # fmt: skip
 Record = dict[str, Any]
 
@@ -142,6 +145,8 @@ def _render_table(name: str, spec: Mapping[str, Any], records: Sequence[Record])
             where |= row.get("cells", {}).get(label, {})
             metric = row.get("metric") or col.get("metric") or spec.get("metric", "bleu")
             fmt = row.get("format") or col.get("format") or spec.get("format", "{:.2f}")
+            # e.g. 100: a fraction shown in percent
+            scale = row.get("scale") or col.get("scale") or spec.get("scale", 1)
             found = _pick(records, where)
             where_text = json.dumps(where, ensure_ascii=False)
             if not found:
@@ -167,6 +172,8 @@ def _render_table(name: str, spec: Mapping[str, Any], records: Sequence[Record])
                 shown += other
                 values = [v - _get(other[0], metric) for v in values]
                 fmt = row.get("format") or spec.get("delta_format", "{:+.2f}")
+            if scale != 1:
+                values = [None if v is None else v * scale for v in values]
             if any(v is None for v in values):
                 text = "-"
             elif len(values) > 1:

@@ -101,6 +101,16 @@ def test_range_over_several_records(tmp_path: Path) -> None:
     assert "| mem | 9.0x–27.2x (3) |" in regenerate(_report(tmp_path, spec))
 
 
+def test_scale_shows_a_fraction_in_percent_and_a_row_may_keep_its_own(tmp_path: Path) -> None:
+    records = [{**_rec("base", "a", 0.9866), "seconds": 12.5}]
+    spec = {"scale": 100, "format": "{:.1f}", "columns": [{"label": "a"}],
+            "rows": [{"label": "accuracy", "where": {"system": "base"}},
+                     {"label": "seconds", "where": {"system": "base"}, "metric": "seconds",
+                      "scale": 1}]}  # fmt: skip
+    text = regenerate(_report(tmp_path, spec, records))
+    assert "| accuracy | 98.7 |" in text and "| seconds | 12.5 |" in text
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
