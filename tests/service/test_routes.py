@@ -30,6 +30,7 @@ PROTECTION = {
     ("GET", "/redoc"): PUBLIC,
     ("POST", "/v1/translate"): CLIENT,
     ("POST", "/translate"): CLIENT,
+    ("POST", "/detect"): CLIENT,
     ("GET", "/v1/domains"): CLIENT,
     ("GET", "/v1/domains/{domain}"): CLIENT,
     ("POST", "/v1/domains/{domain}/corpora"): ADMIN,
@@ -42,6 +43,7 @@ SAMPLE = {"{domain}": "general", "{version}": "20250101T000000.000Z-00000000", "
 BODY = {
     "/v1/translate": {"texts": ["one"]},
     "/translate": {"q": "one", "source": "en", "target": "de"},
+    "/detect": {"q": "one two three"},
     "/v1/domains/{domain}/activate": {"version": "v1"},
 }
 
