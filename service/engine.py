@@ -321,7 +321,7 @@ class TranslationEngine:
             self.domains.state(domain)  # 404 unknown_domain, naming the known ones
         elif domain != GENERAL_DOMAIN:
             raise NotFound(f"unknown domain; available: {GENERAL_DOMAIN}", code="unknown_domain")
-        self._check_texts(req.texts)
+        self.check_texts(req.texts)
         beam = self.limits.beam_size if req.beam_size is None else req.beam_size
         if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
             raise InvalidInput("beam_size must be a positive integer", field="beam_size")
@@ -335,9 +335,6 @@ class TranslationEngine:
 
     def check_texts(self, texts: Sequence[str]) -> None:
         """The limits on a batch of texts (count, length, valid Unicode); 422 when over."""
-        self._check_texts(texts)
-
-    def _check_texts(self, texts: Sequence[str]) -> None:
         lim = self.limits
         if not texts:
             raise InvalidInput("texts must not be empty", field="texts")
@@ -421,18 +418,17 @@ class TranslationEngine:
         start = time.perf_counter()
         model, domain, options = self._check(req)
         texts = list(req.texts)
+        blank = {i for i, text in enumerate(texts) if is_blank(text)}
         lease = self._lease(domain)  # held until the last decoding step below
         try:
             version = lease.version if lease is not None else None
             keys = [self.cache_key(model, version, domain, options, t) for t in texts]
             found = await self._cache_get(keys)
-            for i, text in enumerate(texts):
-                if is_blank(text):  # kept as a blank translation, as `ragmt translate` does
-                    found[i] = {"translation": "", "gate": None, "neighbours": []}
+            for i in blank:  # kept as a blank translation, as `ragmt translate` does
+                found[i] = {"translation": "", "gate": None, "neighbours": []}
             todo = [i for i, hit in enumerate(found) if hit is None]
             if self.cache is not None:
-                blank = sum(map(is_blank, texts))
-                self.metrics.cache_lookup(len(texts) - len(todo) - blank, len(todo))
+                self.metrics.cache_lookup(len(texts) - len(todo) - len(blank), len(todo))
             neighbours: dict[int, list[Neighbour]] = {}
             sources: Sources = None
             retrieval_ms = decode_ms = 0.0
@@ -486,7 +482,7 @@ class TranslationEngine:
                 if req.return_neighbours
                 else None,
                 gate=value.get("gate"),
-                cached=i not in todo and not is_blank(texts[i]),
+                cached=i not in todo and i not in blank,
             )
             for i, value in enumerate(found)
             if value is not None
@@ -498,5 +494,5 @@ class TranslationEngine:
             total_ms=total_ms,
             decode_ms=decode_ms,
             retrieval_ms=retrieval_ms,
-            cache_hits=len(texts) - len(todo) - sum(map(is_blank, texts)),
+            cache_hits=len(texts) - len(todo) - len(blank),
         )
