@@ -33,30 +33,46 @@ def test_readme_serve_command_installs_only_what_serving_needs() -> None:
     assert serve[1] == "pip install torch==2.13.0 -e . && ragmt serve"
 
 
-def test_every_package_the_tests_import_is_in_the_test_extra() -> None:
-    """Third-party imports under tests/ come from the core dependencies or the test extra."""
+def test_every_package_the_code_imports_is_declared() -> None:
+    """Third-party imports of the packages come from the core dependencies (or an extra named
+    for the feature: gpu, ray), those of the tests from the core and the test extra, and those
+    of the benchmarks and experiments from the core and any extra."""
     import ast
     import sys
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = {
-        re.split(r"[<>=\[ ;]", d, maxsplit=1)[0].lower().replace("-", "_")
-        for d in project["dependencies"] + project["optional-dependencies"]["test"]
-    }
-    import_names = {"pyyaml": "yaml", "faiss_cpu": "faiss"}
-    provided = {import_names.get(d, d) for d in declared}
-    own = {"models", "index_builder", "service", "tests", "benchmarks"}
-    used: set[str] = set()
-    for path in (ROOT / "tests").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                used |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                used.add(node.module.split(".")[0])
-    third_party = used - own - set(sys.stdlib_module_names) - {"__future__"}
-    # starlette and anyio arrive with fastapi, the tests use them only through it
-    assert third_party - provided - {"starlette", "anyio"} == set()
+    extras = project["optional-dependencies"]
+    import_names = {
+        "pyyaml": "yaml", "faiss_cpu": "faiss", "faiss_gpu_cu12": "faiss",
+        "lingua_language_detector": "lingua", "python_multipart": "multipart",
+    }  # fmt: skip
+
+    def provided(requirements: list[str]) -> set[str]:
+        names = {
+            re.split(r"[<>=\[ ;]", d, maxsplit=1)[0].lower().replace("-", "_") for d in requirements
+        }
+        return {import_names.get(n, n) for n in names}
+
+    def imported(folder: str) -> set[str]:
+        used: set[str] = set()
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    used |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    used.add(node.module.split(".")[0])
+        own = {"models", "index_builder", "service", "tests", "benchmarks", "experiments"}
+        return used - own - set(sys.stdlib_module_names) - {"__future__"}
+
+    core = provided(project["dependencies"])
+    everything = provided([d for group in extras.values() for d in group]) | core
+    features = provided(extras["gpu"] + extras["ray"])
+    for folder in ("models", "index_builder", "service"):
+        assert imported(folder) - core - features == set(), folder
+    assert imported("tests") - core - provided(extras["test"]) == set()
+    for folder in ("benchmarks", "experiments"):
+        assert imported(folder) - everything == set(), folder
 
 
 def test_quick_start_serves_a_translation_literally() -> None:
