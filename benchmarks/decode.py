@@ -1,5 +1,6 @@
 """Decoding speed of a bundle: sentences/s at batch 32 and latency p50/p95 at batch 1,
-greedy and beam 4, measured side by side in one run on the `general` test set:
+greedy and beam 4, measured side by side in one run on the `general` test set, through the
+pipeline the service uses (sentences split):
     python -m benchmarks.decode --model models/baseline_bundle --data data/en-de
 """
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import torch
 
 from benchmarks._common import machine, pct
+from models import pipeline
 from models.data import read_lines
 from models.translator import DecodeOptions, Translator
 
@@ -28,17 +30,17 @@ def main() -> None:
     src = read_lines(args.data / "general" / "test.en")
     print(f"machine: {machine()}")
     print(f"model: {args.model} on {args.device}; general test sentences")
-    tr.translate(src[:8], DecodeOptions(beam_size=4))  # warm-up
+    pipeline.translate(tr, src[:8], DecodeOptions(beam_size=4))  # warm-up
     rows = {}
     for beam in (1, 4):
         opts = DecodeOptions(beam_size=beam, batch_size=32)
         start = time.perf_counter()
-        tr.translate(src[: args.sentences], opts)
+        pipeline.translate(tr, src[: args.sentences], opts)
         throughput = args.sentences / (time.perf_counter() - start)
         lat = []
         for s in src[: args.latency_sentences]:
             t0 = time.perf_counter()
-            tr.translate([s], DecodeOptions(beam_size=beam, batch_size=1))
+            pipeline.translate(tr, [s], DecodeOptions(beam_size=beam, batch_size=1))
             lat.append((time.perf_counter() - t0) * 1000)
         rows[beam] = (throughput, pct(lat, 50), pct(lat, 95))
         print(

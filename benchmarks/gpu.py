@@ -20,21 +20,22 @@ import numpy as np
 import torch
 
 from benchmarks._common import machine, pct
+from models import pipeline
 from models.data import read_lines
 from models.translator import DecodeOptions, Translator
 
 
 def _decode(tr: Translator, src: list[str], sync) -> tuple[float, float, float]:
-    tr.translate(src[:8], DecodeOptions(beam_size=4))  # warm-up (CUDA kernels, allocator)
+    pipeline.translate(tr, src[:8], DecodeOptions(beam_size=4))  # warm-up (CUDA kernels, allocator)
     sync()
     start = time.perf_counter()
-    tr.translate(src, DecodeOptions(beam_size=4, batch_size=32))
+    pipeline.translate(tr, src, DecodeOptions(beam_size=4, batch_size=32))
     sync()
     throughput = len(src) / (time.perf_counter() - start)
     lat = []
     for s in src[:40]:
         t0 = time.perf_counter()
-        tr.translate([s], DecodeOptions(beam_size=4, batch_size=1))
+        pipeline.translate(tr, [s], DecodeOptions(beam_size=4, batch_size=1))
         sync()
         lat.append((time.perf_counter() - t0) * 1000)
     return throughput, pct(lat, 50), pct(lat, 95)

@@ -1,12 +1,12 @@
 """Decoding cost of the semi-parametric model with retrieval against the baseline without it,
 side by side in one run on one domain's test set (beam 4): latency p50/p95 at batch 1 and
 throughput at batch 32, retrieval time shown apart and included in the memory model's total.
-The memory model decodes as the service calls it, reporting each output's mean gate
-(`--no-gates`: without). When the store is a dense one built with the memory model's own
-encoder, the service encodes a request once, for retrieval and decoding alike; that path is
-measured too, in the same run, beside encoding the query twice, and that path's decoding once
-more with the gated sublayer unfused (six matmuls a step instead of three; `fuse_steps`), so the
-fused step's saving is a ratio of this run. Lines are cut into sentences
+Every system translates through the pipeline (`models.pipeline`) as the service calls it; the
+memory model reports each output's mean gate. When the store is a dense one built with the
+memory model's own encoder, the service encodes a request once, for retrieval and decoding
+alike; that path is measured too, in the same run, beside encoding the query twice, and that
+path's decoding once more with the gated sublayer unfused (six matmuls a step instead of three;
+`fuse_steps`), so the fused step's saving is a ratio of this run. Lines are cut into sentences
 and each sentence retrieves and is decoded alone, as the service does (`--no-split-sentences`:
 whole lines); a latency is a whole line's, all its sentences included.
 
@@ -26,12 +26,11 @@ from pathlib import Path
 import torch
 
 from benchmarks._common import machine, pct
-from index_builder.retrieval.serving import search_for, store_encoder
+from index_builder.retrieval.serving import retrieve_with, store_encoder
 from index_builder.store import load_retriever, open_store
-from models import defaults
+from models import defaults, pipeline
 from models.bundle import load_bundle
 from models.data import read_lines
-from models.segment import segment
 from models.translator import DecodeOptions, Translator
 
 
@@ -55,12 +54,6 @@ def main() -> None:
     ap.add_argument("--beam", type=int, default=defaults.BEAM_SIZE)
     ap.add_argument("--sentences", type=int, default=256, help="lines, for batch-32 throughput")
     ap.add_argument("--latency-sentences", type=int, default=100, help="lines, batch-1 latency")
-    ap.add_argument(
-        "--gates",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="the memory model also reports each output's mean gate, as the service asks it to",
-    )
     ap.add_argument(
         "--split-sentences",
         action=argparse.BooleanOptionalAction,
@@ -87,47 +80,41 @@ def main() -> None:
         f"({store.method}) | {args.domain} test | beam {args.beam} | "
         f"length penalty {DecodeOptions().length_penalty} (both) | "
         f"sentences {'split' if args.split_sentences else 'not split'} (both) | "
-        f"k={args.k} on {args.device} | memory model gates {'on' if args.gates else 'off'} | "
+        f"k={args.k} on {args.device} | memory model reports its gates | "
         f"store encoded by the memory model: {'yes' if share else 'no'}"
     )
 
-    # Each system sees the sentences of its lines (or the lines whole); a line's output is
-    # its sentences' outputs joined, as the service returns it.
-    def sentences(texts: list[str]) -> list[str]:
-        return segment(texts, args.split_sentences, memory.source_lang).segments
+    # Every path is the pipeline's (models.pipeline), as the service runs it: lines cut into
+    # sentences, each retrieved for and decoded alone, the outputs joined per line.
+    def searched(queries, k):  # the store searched on its own: decoding encodes again
+        return retriever.search(queries, k), None
 
-    def neighbours(texts: list[str]) -> list[list[tuple[str, str]]]:
-        return [
-            [(n.source, n.target) for n in hits]
-            for hits in retriever.search(sentences(texts), args.k)
-        ]
-
-    def shared(texts: list[str]) -> tuple[list[list[tuple[str, str]]], list]:
-        """Retrieval as the service runs it with a store of the model's own encoder: the
-        source states are made once and handed to decoding."""
-        hits, states = search_for(memory, retriever, sentences(texts), args.k)
-        return [[(n.source, n.target) for n in h] for h in hits], states or []
+    shared = retrieve_with(memory, retriever)  # a store of the model's own encoder: encoded once
 
     def translate(texts: list[str], options: DecodeOptions) -> list[str]:
-        seg = segment(texts, args.split_sentences, base.source_lang)
-        return seg.join(base.translate(seg.segments, options))
+        return [o.text for o in pipeline.translate(base, texts, options).outputs]
 
-    def decode(texts: list[str], options: DecodeOptions, nb: list, sources=None) -> list[str]:
-        seg = segment(texts, args.split_sentences, memory.source_lang)
-        out = memory.translate_detailed(
-            seg.segments, options, nb, gates=args.gates, sources=sources
-        )
-        return seg.join([t.text for t in out])
+    def run(texts: list[str], options: DecodeOptions, retrieve) -> tuple[float, float, list[str]]:
+        """(retrieval ms, decoding ms, outputs) of the memory model on `texts`."""
+        done = pipeline.translate(memory, texts, options, retrieve)
+        return done.retrieval_ms, done.decode_ms, [o.text for o in done.outputs]
 
     def fuse(on: bool) -> None:
         for layer in memory.model.decoder_layers:
             layer.fuse_steps = on
 
-    one = DecodeOptions(beam_size=args.beam, batch_size=1)
-    many = DecodeOptions(beam_size=args.beam, batch_size=32)
+    def opts(batch_size: int) -> DecodeOptions:
+        return DecodeOptions(
+            beam_size=args.beam,
+            batch_size=batch_size,
+            split_sentences=args.split_sentences,
+            neighbours_k=args.k,
+        )
+
+    one, many = opts(1), opts(32)
     warm = src[:8]
     translate(warm, many)
-    decode(warm, many, neighbours(warm))
+    run(warm, many, searched)
 
     # Batch 1: the systems alternate sentence by sentence, so drift hits them alike.
     lat_base, lat_ret, lat_dec, lat_mem = [], [], [], []
@@ -135,14 +122,12 @@ def main() -> None:
     for i, s in enumerate(src[: args.latency_sentences]):
         ms, _ = _timed(lambda s=s: translate([s], one))
         lat_base.append(ms)
-        r_ms, nb = _timed(lambda s=s: neighbours([s]))
-        d_ms, _ = _timed(lambda s=s, nb=nb: decode([s], one, nb))
+        r_ms, d_ms, _ = run([s], one, searched)
         lat_ret.append(r_ms)
         lat_dec.append(d_ms)
         lat_mem.append(r_ms + d_ms)
         if share:
-            r_ms, (nb, states) = _timed(lambda s=s: shared([s]))
-            d_ms, _ = _timed(lambda s=s, nb=nb, st=states: decode([s], one, nb, st))
+            r_ms, d_ms, _ = run([s], one, shared)
             sh_ret.append(r_ms)
             sh_dec.append(d_ms)
             sh_mem.append(r_ms + d_ms)
@@ -151,38 +136,36 @@ def main() -> None:
             timed = {}
             for on in (True, False) if i % 2 else (False, True):
                 fuse(on)
-                timed[on], _ = _timed(lambda s=s, nb=nb, st=states: decode([s], one, nb, st))
+                timed[on] = run([s], one, shared)[1]
             fuse(True)
             fused_dec.append(timed[True])
             unfused_dec.append(timed[False])
 
     batch = src[: args.sentences]
     base_ms, _ = _timed(lambda: translate(batch, many))
-    ret_ms, nb = _timed(lambda: neighbours(batch))
-    dec_ms, hyps = _timed(lambda: decode(batch, many, nb))
+    ret_ms, dec_ms, hyps = run(batch, many, searched)
     if share:
-        sh_ret_ms, (sh_nb, sh_states) = _timed(lambda: shared(batch))
-        sh_dec_ms, sh_hyps = _timed(lambda: decode(batch, many, sh_nb, sh_states))
+        sh_ret_ms, sh_dec_ms, sh_hyps = run(batch, many, shared)
         fuse(False)
-        unfused_ms, unfused_hyps = _timed(lambda: decode(batch, many, sh_nb, sh_states))
+        _, unfused_ms, unfused_hyps = run(batch, many, shared)
         fuse(True)
-        same_unfused = sum(a == b for a, b in zip(sh_hyps, unfused_hyps, strict=True))  # type: ignore[arg-type]
+        same_unfused = sum(a == b for a, b in zip(sh_hyps, unfused_hyps, strict=True))
         print(
             f"batch 32, gated sublayer fused vs unfused: the same translation for {same_unfused} "
             f"of {len(batch)} lines"
         )
-        same_nb = sum(a == b for a, b in zip(nb, sh_nb, strict=True))
-        same = sum(a == b for a, b in zip(hyps, sh_hyps, strict=True))  # type: ignore[arg-type]
+        same = sum(a == b for a, b in zip(hyps, sh_hyps, strict=True))
         print(
-            f"batch 32, source encoded once vs twice: the same neighbours for {same_nb} of "
-            f"{len(nb)} sentences, the same translation for {same} of {len(batch)} lines"
+            f"batch 32, source encoded once vs twice: the same translation for {same} of "
+            f"{len(batch)} lines"
         )
 
     def row(name: str, lat: list[float], total_ms: float | None) -> None:
         tput = f"{len(batch) / total_ms * 1000:7.1f}" if total_ms else "      -"
         print(f"| {name} | {pct(lat, 50):7.1f} | {pct(lat, 95):7.1f} | {tput} |")
 
-    print(f"\n{len(batch)} lines for batch 32: {len(sentences(batch))} sentences decoded")
+    sentences = pipeline.prepare(memory, batch, many).sentences
+    print(f"\n{len(batch)} lines for batch 32: {len(sentences)} sentences decoded")
     print("\n| system | batch-1 p50 ms | batch-1 p95 ms | batch-32 lines/s |")
     print("|---|---:|---:|---:|")
     row("baseline, no retrieval", lat_base, base_ms)

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from index_builder.retrieval.base import Neighbour
 from index_builder.retrieval.serving import search_for, store_encoder
 from index_builder.store import load_retriever, open_store
 from models.bundle import load_bundle
-from models.evaluate import Retrieved, evaluate, markdown_table
+from models.evaluate import evaluate, markdown_table
+from models.pipeline import Retrieve
 from models.translator import DecodeOptions, Translator
 
 
@@ -55,27 +57,30 @@ def main() -> None:
     translator = Translator.from_loaded(loaded)
     labels: dict[str, str] = {}
 
-    def neighbours_for(domain: str, src: list[str]) -> Retrieved:
-        lists, sources, names = [], None, []
+    def retrieve_for(domain: str) -> Retrieve:
+        retrievers = []
         for root in args.stores:
             store = open_store(root / domain)
-            retriever = load_retriever(store, store_encoder(store.manifest, loaded))
-            hits, states = search_for(translator, retriever, src, args.k)
-            sources = sources if sources is not None else states
-            lists.append(hits)
-            names.append(f"{domain}@{store.root.name}")
-        labels[domain] = " + ".join(names)
-        merged = [merge(list(per), args.k) for per in zip(*lists, strict=True)]
-        return [[(n.source, n.target) for n in found] for found in merged], sources
+            retrievers.append(load_retriever(store, store_encoder(store.manifest, loaded)))
+        labels[domain] = " + ".join(f"{domain}@{root.name}" for root in args.stores)
+
+        def retrieve(src: Sequence[str], k: int) -> tuple[list[list[Neighbour]], list | None]:
+            lists, sources = [], None
+            for retriever in retrievers:
+                hits, states = search_for(translator, retriever, src, k)
+                sources = sources if sources is not None else states
+                lists.append(hits)
+            return [merge(list(per), k) for per in zip(*lists, strict=True)], sources
+
+        return retrieve
 
     results = evaluate(
         translator,
         args.data,
         [d for d in args.domains.split(",") if d],
-        DecodeOptions(),
+        DecodeOptions(neighbours_k=args.k),
         args.split,
-        neighbours_for=neighbours_for,
-        split_sentences=True,
+        retrieve_for=retrieve_for,
     )
     for domain, label in labels.items():
         results[domain]["store"] = label

@@ -2,14 +2,17 @@
 
 Layout::
 
-    manifest.json       kind "model-bundle", format_version, architecture, config, languages,
-                        training_data, eval, created, weights {file, dtype, tied}, extras,
-                        and the sha256 of every file
+    manifest.json       kind "model-bundle", format_version, architecture, config, languages
+                        (the first pair), pairs, tokenizer {kind, file}, decoding, reads,
+                        trained_on, training_data, eval, created, weights {file, dtype, tied},
+                        extras, and the sha256 of every file
     model.safetensors   the state dict (no pickle), each tied tensor stored once
     spm.model, ...      extra files copied in verbatim
 
 Bundles are written with `atomic_directory`, so a reader (e.g. the service hot-swapping models)
 never sees half of one, and `load_bundle` verifies every checksum before parsing anything.
+`model_card` reads what a bundle declares about itself (pairs, tokenizer, decoding, the stores
+it reads, its training data): what the pipeline and the service ask, instead of names.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -36,7 +39,8 @@ from models.artifacts import (
     sha256_bytes,
     write_manifest,
 )
-from models.registry import ARCHITECTURES, build_model
+from models.registry import ARCHITECTURES, architecture, build_model
+from models.tokenizer import TOKENIZER_KINDS
 
 __all__ = [
     "BUNDLE_KIND",
@@ -45,7 +49,9 @@ __all__ = [
     "WEIGHTS_FILE",
     "BundleError",
     "LoadedBundle",
+    "ModelCard",
     "load_bundle",
+    "model_card",
     "save_bundle",
     "update_eval",
 ]
@@ -53,6 +59,7 @@ __all__ = [
 BUNDLE_KIND = "model-bundle"
 FORMAT_VERSION = 1
 WEIGHTS_FILE = "model.safetensors"
+SPM_FILE = "spm.model"  # a SentencePiece bundle's tokenizer
 
 # Storage precision name (as written in the manifest) -> dtype.
 DTYPES: dict[str, torch.dtype] = {
@@ -69,6 +76,11 @@ _RESERVED = frozenset(
         "architecture",
         "config",
         "languages",
+        "pairs",
+        "tokenizer",
+        "decoding",
+        "reads",
+        "trained_on",
         "training_data",
         "eval",
         "created",
@@ -81,6 +93,101 @@ _RESERVED = frozenset(
 
 class BundleError(ArtifactError):
     """A model bundle is unusable: bad manifest fields, weights or architecture."""
+
+
+Pair = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What a bundle declares about itself, read from its manifest.
+
+    `pairs`: the (source, target) languages it translates; `tokenizer`: "sentencepiece" (its
+    file `tokenizer_file`) or "bytes"; `decoding`: "autoregressive" or "ctc"; `reads`: the store
+    kinds it reads ("sentence-pairs"), () for none; `trained_on`: the training data's
+    description (domains and sentence counts where recorded), so a user sees that a model
+    trained on the Bible is a Bible model.
+    """
+
+    architecture: str
+    pairs: tuple[Pair, ...]
+    tokenizer: str
+    tokenizer_file: str | None
+    decoding: str
+    reads: tuple[str, ...]
+    parameters: int
+    trained_on: dict[str, Any]
+
+    @property
+    def uses_memory(self) -> bool:
+        return "sentence-pairs" in self.reads
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "architecture": self.architecture,
+            "pairs": [list(p) for p in self.pairs],
+            "tokenizer": self.tokenizer,
+            "decoding": self.decoding,
+            "reads": list(self.reads),
+            "parameters": self.parameters,
+            "trained_on": self.trained_on,
+        }
+
+
+def _pairs(value: Any) -> tuple[Pair, ...]:
+    if not isinstance(value, list | tuple) or not value:
+        raise ValueError(f"pairs must be a non-empty list of [source, target], got {value!r}")
+    out = []
+    for p in value:
+        if (
+            not isinstance(p, list | tuple)
+            or len(p) != 2
+            or not all(isinstance(x, str) and x for x in p)
+            or p[0] == p[1]
+        ):
+            raise ValueError(f"a pair must be [source, target], two languages, got {p!r}")
+        out.append((p[0], p[1]))
+    if len(set(out)) != len(out):
+        raise ValueError(f"pairs repeat: {value!r}")
+    return tuple(out)
+
+
+def model_card(manifest: Mapping[str, Any], root: Path | str = "bundle") -> ModelCard:
+    """The bundle's declarations; BundleError when they are malformed or contradict the
+    architecture's registry line. A bundle written before a field existed gets what such
+    bundles were: its `languages` as its one pair, a SentencePiece `spm.model`, and the
+    registry's decoding and store kinds."""
+    arch = manifest.get("architecture")
+    try:
+        spec = architecture(arch)  # type: ignore[arg-type]
+        langs = manifest.get("languages") or {}
+        pairs = _pairs(manifest.get("pairs", [[langs.get("source"), langs.get("target")]]))
+    except ValueError as e:
+        raise BundleError(f"{root}: {e}") from None
+    tok = manifest.get("tokenizer", {"kind": "sentencepiece", "file": SPM_FILE})
+    if not isinstance(tok, dict) or tok.get("kind") not in TOKENIZER_KINDS:
+        raise BundleError(f"{root}: tokenizer must be one of {list(TOKENIZER_KINDS)}, got {tok!r}")
+    tok_file = tok.get("file") if tok["kind"] == "sentencepiece" else None
+    if tok["kind"] == "sentencepiece" and tok_file not in manifest.get("files", {}):
+        raise BundleError(f"{root}: its SentencePiece file {tok_file!r} is not in the bundle")
+    decoding = manifest.get("decoding", spec.decoding)
+    reads = tuple(manifest.get("reads", spec.reads))
+    if (decoding, reads) != (spec.decoding, spec.reads):
+        raise BundleError(
+            f"{root}: declares decoding {decoding!r} reading {list(reads)}, but architecture "
+            f"{arch!r} decodes {spec.decoding!r} reading {list(spec.reads)}"
+        )
+    trained_on = manifest.get("trained_on") or {"data_sha256": manifest.get("training_data", "")}
+    return ModelCard(
+        architecture=arch,  # type: ignore[arg-type]
+        pairs=pairs,
+        tokenizer=tok["kind"],
+        tokenizer_file=tok_file,
+        decoding=decoding,
+        reads=reads,
+        parameters=int(manifest.get("parameters", 0)),
+        trained_on=dict(trained_on),
+    )
 
 
 @dataclass(frozen=True)
@@ -147,15 +254,21 @@ def save_bundle(
     eval_scores: Mapping[str, Any] | None = None,
     extra_manifest: Mapping[str, Any] | None = None,
     dtype: str = "float32",
+    pairs: Sequence[Pair] | None = None,
+    tokenizer: str = "sentencepiece",
+    trained_on: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write `model` as a bundle directory at `path` (replacing one there); return the manifest.
 
-    extra_files maps a name inside the bundle to a file to copy (e.g. {"spm.model": path}).
-    dtype is the storage precision; loading always gives float32.
+    extra_files maps a name inside the bundle to a file to copy (e.g. {"spm.model": path}); a
+    SentencePiece model needs its file there. `pairs`: every (source, target) it translates
+    (default: the one of `languages`). `trained_on`: what it was trained on (e.g. {"domains":
+    {"bible": 29000}}). dtype is the storage precision; loading always gives float32.
     """
     if arch not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {arch!r}; known: {sorted(ARCHITECTURES)}")
-    config_cls, model_cls = ARCHITECTURES[arch]
+    spec = ARCHITECTURES[arch]
+    config_cls, model_cls = spec.config, spec.model
     # Exact types: a subclass must be registered (and saved) under its own name.
     if type(model) is not model_cls or type(model.config) is not config_cls:
         raise ValueError(f"model {type(model).__name__} is not architecture {arch!r}")
@@ -165,13 +278,22 @@ def save_bundle(
         isinstance(v, str) and v for v in languages.values()
     ):
         raise ValueError(f"languages must be {{'source': str, 'target': str}}, got {languages!r}")
-    extras = {_check_relative(n): Path(p) for n, p in (extra_files or {}).items()}
-    for name, src in extras.items():
-        if not src.is_file():
-            raise ValueError(f"extra file {name!r}: {src} is not a file")
     clash = sorted(_RESERVED & set(extra_manifest or {}))
     if clash:
         raise ValueError(f"extra_manifest may not set reserved keys {clash}")
+    all_pairs = _pairs(
+        [list(p) for p in pairs] if pairs else [[languages["source"], languages["target"]]]
+    )
+    if (languages["source"], languages["target"]) not in all_pairs:
+        raise ValueError(f"languages {dict(languages)} is not one of pairs {all_pairs}")
+    extras = {_check_relative(n): Path(p) for n, p in (extra_files or {}).items()}
+    if tokenizer not in TOKENIZER_KINDS:
+        raise ValueError(f"tokenizer must be one of {list(TOKENIZER_KINDS)}, got {tokenizer!r}")
+    if tokenizer == "sentencepiece" and SPM_FILE not in extras:
+        raise ValueError(f"a SentencePiece model needs extra_files[{SPM_FILE!r}]")
+    for name, src in extras.items():
+        if not src.is_file():
+            raise ValueError(f"extra file {name!r}: {src} is not a file")
 
     tensors, tied = _split_tied(model.state_dict())
     # Cloned onto the CPU so no two stored tensors share memory, cast to the storage dtype.
@@ -186,6 +308,11 @@ def save_bundle(
         "architecture": arch,
         "config": model.config.to_dict(),
         "languages": {"source": languages["source"], "target": languages["target"]},
+        "pairs": [list(p) for p in all_pairs],
+        "tokenizer": {"kind": tokenizer, **({"file": SPM_FILE} if tokenizer != "bytes" else {})},
+        "decoding": spec.decoding,
+        "reads": list(spec.reads),
+        "trained_on": dict(trained_on or {"data_sha256": training_data}),
         "training_data": training_data,
         "eval": dict(eval_scores or {}),
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -227,6 +354,7 @@ def load_bundle(path: Path | str, device: str | torch.device = "cpu") -> LoadedB
     arch = manifest.get("architecture")
     if arch not in ARCHITECTURES:
         raise BundleError(f"{root}: unknown architecture {arch!r}; known: {sorted(ARCHITECTURES)}")
+    model_card(manifest, root)  # its declarations are checked before the weights are read
     _, tied = _weights_spec(root, manifest)
     config = manifest.get("config")
     if not isinstance(config, dict):

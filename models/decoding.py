@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from models.layers import EncoderState
 
-__all__ = ["beam_search", "greedy"]
+__all__ = ["beam_search", "ctc_greedy", "greedy"]
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -229,3 +229,27 @@ def beam_search(
     if gates is not None:
         gates.extend(b[2] for b in best)
     return [b[1] for b in best]
+
+
+@torch.inference_mode()
+def ctc_greedy(model: nn.Module, src: Tensor) -> list[list[int]]:
+    """Standard CTC best-path decoding for non-autoregressive models: the most probable label
+    of each frame, repeats merged, then blanks dropped (a blank between two equal labels is how
+    CTC spells a doubled one). One batched pass, no search.
+
+    src `(B, S)` right-padded token ids; `model.ctc_log_probs(src)` gives log-probs `(B, T, V)`
+    and each row's valid frame count `(B,)`; frames past it are ignored.
+    Returns one token list per sentence, without blank/BOS/EOS/pad.
+    """
+    cfg = model.config
+    log_probs, lengths = model.ctc_log_probs(src.to(_device(model)))
+    special = {cfg.blank_id, cfg.pad_id, cfg.bos_id, cfg.eos_id}
+    out: list[list[int]] = []
+    for frames, n in zip(log_probs.argmax(dim=-1).tolist(), lengths.tolist(), strict=True):
+        tokens, prev = [], None
+        for label in frames[:n]:
+            if label != prev and label not in special:
+                tokens.append(label)
+            prev = label
+        out.append(tokens)
+    return out

@@ -7,17 +7,16 @@ carries its sacreBLEU signature so that numbers are comparable across runs and p
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF
-from torch import Tensor
 
+from models import pipeline
 from models.data import read_lines
-from models.segment import segment
-from models.translator import DecodeOptions, Translator, join_translations
+from models.pipeline import Retrieve
+from models.translator import DecodeOptions, Translator
 
 
 def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
@@ -44,18 +43,14 @@ def evaluate(
     split: str = "test",
     hyp_dir: Path | None = None,
     log: Callable[[str], None] = print,
-    neighbours_for: NeighbourSource | None = None,
-    split_sentences: bool = False,
+    retrieve_for: Callable[[str], Retrieve] | None = None,
 ) -> dict[str, Any]:
-    """Translate `<data_dir>/<domain>/<split>.<src>` for each domain and score it.
+    """Translate `<data_dir>/<domain>/<split>.<src>` for each domain through the pipeline
+    (`models.pipeline`) and score it.
 
-    `split_sentences`: a line of several sentences is translated sentence by sentence
-    (`models.segment`), each with neighbours of its own, and the pieces joined.
-
-    `neighbours_for(domain, sources)` supplies retrieved pairs per sentence (a memory model
-    reads them) and, where retrieval encoded the sentences with the translating model, those
-    encodings (else None; see `Translator.translate_detailed`); the result then also holds
-    the retrieval time (the encoding included) and the mean memory gate.
+    `retrieve_for(domain)` gives the domain's retrieval (a memory model reads what it finds);
+    the result then also holds the retrieval time and the mean memory gate, and `hyp_dir`
+    gets each translation's neighbours and gate (provenance) beside the hypotheses.
     """
     src_lang, tgt_lang = translator.source_lang, translator.target_lang
     results: dict[str, Any] = {}
@@ -65,33 +60,21 @@ def evaluate(
         if not src_file.is_file() or not ref_file.is_file():
             raise FileNotFoundError(f"no {split} set for domain {domain!r} under {data_dir}")
         src, refs = read_lines(src_file), read_lines(ref_file)
-        seg = segment(src, split_sentences, src_lang)
-        extra: dict[str, Any] = {"segments": len(seg.segments)} if split_sentences else {}
-        neighbours = sources = None
-        if neighbours_for is not None:
-            start = time.time()
-            neighbours, sources = neighbours_for(domain, seg.segments)
-            extra["retrieval_seconds"] = round(time.time() - start, 1)
+        retrieve = retrieve_for(domain) if retrieve_for is not None else None
+        done = pipeline.translate(translator, src, options, retrieve)
+        out = done.outputs
+        extra: dict[str, Any] = {"segments": done.sentences} if options.split_sentences else {}
+        if retrieve is not None:
+            extra["retrieval_seconds"] = round(done.retrieval_ms / 1000, 1)
             extra["neighbours_per_sentence"] = round(
-                sum(map(len, neighbours)) / max(1, len(neighbours)), 2
+                sum(len(o.neighbours) for o in out) / max(1, done.sentences), 2
             )
-        start = time.time()
-        out = translator.translate_detailed(
-            seg.segments,
-            options,
-            neighbours=neighbours,
-            gates=neighbours is not None,
-            sources=sources,
-        )
-        out = join_translations(seg, out)
-        if neighbours is not None:
-            neighbours = seg.gather(neighbours)
-        elapsed = time.time() - start
-        hyps = [t.text for t in out]
-        gates = [t.gate for t in out if t.gate is not None]
+        hyps = [o.text for o in out]
+        gates = [o.gate for o in out if o.gate is not None]
         if gates:
             extra["gate_mean"] = round(sum(gates) / len(gates), 4)
-        results[domain] = score(hyps, refs) | {"seconds": round(elapsed, 1)} | extra
+        seconds = round(done.decode_ms / 1000, 1)
+        results[domain] = score(hyps, refs) | {"seconds": seconds} | extra
         gate = f" gate {extra['gate_mean']}" if "gate_mean" in extra else ""
         log(f"{domain}: BLEU {results[domain]['bleu']} chrF {results[domain]['chrf']}{gate}")
         if hyp_dir is not None:
@@ -99,21 +82,16 @@ def evaluate(
             (hyp_dir / f"{domain}.{split}.hyp.{tgt_lang}").write_text(
                 "".join(h + "\n" for h in hyps), encoding="utf-8"
             )
-            if neighbours is not None:  # provenance: what each translation read, and its gate
+            if retrieve is not None:  # provenance: what each translation read, and its gate
                 records = (
-                    {"gate": t.gate, "neighbours": [list(p) for p in found]}
-                    for t, found in zip(out, neighbours, strict=True)
+                    {"gate": o.gate, "neighbours": [[n.source, n.target] for n in o.neighbours]}
+                    for o in out
                 )
                 (hyp_dir / f"{domain}.{split}.neighbours.jsonl").write_text(
                     "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
                     encoding="utf-8",
                 )
     return results
-
-
-# Per sentence its retrieved (source, target) pairs, and the sentences' encodings or None.
-Retrieved = tuple[list[list[tuple[str, str]]], list[Tensor] | None]
-NeighbourSource = Callable[[str, list[str]], Retrieved]
 
 
 def markdown_table(results: dict[str, Any], title: str = "") -> str:

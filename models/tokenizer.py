@@ -1,12 +1,17 @@
-"""Moses punctuation normalisation, then one joint SentencePiece model for both languages.
+"""Text <-> ids, of two kinds a bundle's manifest names (`tokenizer.kind`).
 
-A joint vocabulary lets the model tie source, target and output embeddings, and lets names,
-numbers and placeholders be copied through. Ids 0-3 are fixed: pad, bos, eos, unk.
+sentencepiece: Moses punctuation normalisation, then one joint SentencePiece model for both
+languages. A joint vocabulary lets the model tie source, target and output embeddings, and lets
+names, numbers and placeholders be copied through.
+bytes: the UTF-8 bytes of the NFC-normalised text, for byte-level models; no file, no
+vocabulary to train, every script representable.
+Ids 0-3 are fixed in both: pad, bos, eos, unk.
 """
 
 from __future__ import annotations
 
 import io
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -14,6 +19,8 @@ import sentencepiece as spm
 from sacremoses import MosesPunctNormalizer
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+BYTE_OFFSET = 4  # byte b is id b + 4 in a byte tokenizer
+TOKENIZER_KINDS = ("sentencepiece", "bytes")
 _THREADED_BATCH = 1024  # from this many texts on, SentencePiece's threaded list call pays
 
 
@@ -61,6 +68,44 @@ class Tokenizer:
 
     def pieces(self, text: str, lang: str) -> list[str]:
         return self.sp.encode(self.normalize(text, lang), out_type=str)
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as ids (byte b is b + 4); `decode(encode(t)) == normalize(t)`.
+
+    The same calls as `Tokenizer`, so the translator and training need not know which kind a
+    model reads. A byte sequence cut inside a character (a length cap, a model's mistake)
+    decodes with U+FFFD in its place instead of failing.
+    """
+
+    vocab_size = 256 + BYTE_OFFSET
+
+    def normalize(self, text: str, lang: str) -> str:
+        return " ".join(unicodedata.normalize("NFC", text).split())
+
+    def encode(self, text: str, lang: str) -> list[int]:
+        return [b + BYTE_OFFSET for b in self.normalize(text, lang).encode("utf-8")]
+
+    def encode_batch(self, texts: Iterable[str], lang: str) -> list[list[int]]:
+        return [self.encode(t, lang) for t in texts]
+
+    def decode(self, ids: list[int]) -> str:
+        raw = bytes(i - BYTE_OFFSET for i in ids if BYTE_OFFSET <= i < self.vocab_size)
+        return raw.decode("utf-8", errors="replace")
+
+    def pieces(self, text: str, lang: str) -> list[str]:
+        return [chr(b) if b < 128 else f"<0x{b:02X}>" for b in self.normalize(text, lang).encode()]
+
+
+def load_tokenizer(kind: str, model_file: Path | str | None = None) -> Tokenizer | ByteTokenizer:
+    """The tokenizer of `kind` (one of TOKENIZER_KINDS); SentencePiece reads `model_file`."""
+    if kind == "bytes":
+        return ByteTokenizer()
+    if kind == "sentencepiece":
+        if model_file is None:
+            raise ValueError("a SentencePiece tokenizer needs its model file")
+        return Tokenizer(model_file)
+    raise ValueError(f"unknown tokenizer kind {kind!r}; known: {', '.join(TOKENIZER_KINDS)}")
 
 
 def train_tokenizer(

@@ -525,6 +525,14 @@ def finalize(
              "averaged_checkpoints": [p.name for p in g], "dev_history": s["history"]}
             for r, g, s, c in zip(runs, groups, states, configs, strict=True)
         ]  # fmt: skip
+    with open(data.train_src, "rb") as f:
+        sentences = sum(1 for _ in f)
+    # what a user reads to know what the model knows: its domain (the train file's directory,
+    # e.g. "general" or "bible") and size
+    trained_on = {
+        "data_sha256": data.data_manifest_hash,
+        "domains": {data.train_src.parent.name: sentences},
+    }
     return save_bundle(
         out,
         model,
@@ -532,6 +540,7 @@ def finalize(
         languages={"source": data.source_lang, "target": data.target_lang},
         extra_files={TOKENIZER_FILE: tokenizer.model_file},
         training_data=data.data_manifest_hash,
+        trained_on=trained_on,
         eval_scores=eval_scores,
         extra_manifest={"training": training},
         dtype=dtype,

@@ -1,7 +1,8 @@
-"""Text in, text out: tokenise, batch by length, decode, detokenise.
+"""Text in, text out: tokenise, batch by length, decode by the model's strategy, detokenise.
 
-The one call that the CLI, evaluation and the service share, so that every path translates
-the same way.
+`models.pipeline` calls this for every caller (service, CLI, evaluation, benchmarks). What a
+model is — its tokenizer kind, its decoding strategy, whether it reads retrieved pairs — comes
+from its bundle's manifest (`models.bundle.model_card`), never from its architecture's name.
 """
 
 from __future__ import annotations
@@ -16,16 +17,15 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pad_sequence
 
 from models import defaults
-from models.bundle import LoadedBundle, load_bundle
+from models.bundle import SPM_FILE, LoadedBundle, ModelCard, load_bundle, model_card
 from models.data import pad_batch
-from models.decoding import beam_search, greedy
+from models.decoding import beam_search, ctc_greedy, greedy
 from models.devices import decode_autocast_dtype
 from models.layers import EncoderState
-from models.segment import Segmented
 from models.semiparametric import Neighbours
-from models.tokenizer import Tokenizer
+from models.tokenizer import ByteTokenizer, Tokenizer, load_tokenizer
 
-TOKENIZER_FILE = "spm.model"
+TOKENIZER_FILE = SPM_FILE  # a SentencePiece bundle's tokenizer
 # The committed English->German bundles: the semi-parametric model (issue 4) is served, and
 # encodes dense stores, when no model is configured; the baseline Transformer (issue 2) it was
 # warm-started from is what every result is compared to.
@@ -47,30 +47,54 @@ class Translation:
 
 @dataclass(frozen=True)
 class DecodeOptions:
+    """Every option of the translation path, with the one set of defaults (models.defaults).
+
+    beam_size 1 decodes greedily; a CTC model ignores the beam and the length penalty.
+    """
+
     beam_size: int = defaults.BEAM_SIZE
     length_penalty: float = defaults.LENGTH_PENALTY  # GNMT exponent
     max_len_a: float = 1.5
     max_len_b: int = 10
     batch_size: int = defaults.BATCH_SIZE
+    split_sentences: bool = defaults.SPLIT_SENTENCES  # decode a text sentence by sentence
+    neighbours_k: int = defaults.NEIGHBOURS_K  # retrieved pairs per sentence
 
-
-def join_translations(seg: Segmented, out: Sequence[Translation]) -> list[Translation]:
-    """Translations of `seg.segments` -> one per text: texts joined, gates averaged."""
-    texts = seg.join([t.text for t in out])
-    gates = seg.mean([t.gate for t in out])
-    return [Translation(t, g) for t, g in zip(texts, gates, strict=True)]
+    def __post_init__(self) -> None:
+        if self.beam_size < 1 or self.batch_size < 1 or self.neighbours_k < 1:
+            raise ValueError("beam_size, batch_size and neighbours_k must be at least 1")
+        if self.length_penalty < 0:
+            raise ValueError("length_penalty must not be negative")
 
 
 class Translator:
-    """A model plus its tokenizer and languages, translating lists of sentences."""
+    """A model plus its tokenizer and languages, translating lists of sentences.
+
+    `decoding` names the strategy (`STRATEGIES`); `uses_memory` whether the model reads
+    retrieved pairs (default: what the module says of itself). A bundle's card sets both.
+    """
 
     def __init__(
-        self, model: nn.Module, tokenizer: Tokenizer, source_lang: str, target_lang: str
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer | ByteTokenizer,
+        source_lang: str,
+        target_lang: str,
+        decoding: str = "autoregressive",
+        uses_memory: bool | None = None,
+        card: ModelCard | None = None,
     ) -> None:
+        if decoding not in STRATEGIES:
+            raise ValueError(f"decoding must be one of {sorted(STRATEGIES)}, got {decoding!r}")
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.source_lang = source_lang
         self.target_lang = target_lang
+        self.decoding = decoding
+        self._uses_memory = (
+            bool(getattr(model, "uses_memory", False)) if uses_memory is None else uses_memory
+        )
+        self.card = card
 
     @classmethod
     def from_bundle(cls, path: Path | str, device: str = "cpu") -> Translator:
@@ -79,9 +103,18 @@ class Translator:
 
     @classmethod
     def from_loaded(cls, bundle: LoadedBundle) -> Translator:
-        langs = bundle.manifest["languages"]
-        tok = Tokenizer(Path(bundle.path) / TOKENIZER_FILE)
-        return cls(bundle.model, tok, langs["source"], langs["target"])
+        card = model_card(bundle.manifest, bundle.path)
+        file = bundle.file(card.tokenizer_file) if card.tokenizer_file else None
+        source, target = card.pairs[0]
+        return cls(
+            bundle.model,
+            load_tokenizer(card.tokenizer, file),
+            source,
+            target,
+            decoding=card.decoding,
+            uses_memory=card.uses_memory,
+            card=card,
+        )
 
     @staticmethod
     def _autocast(device: torch.device) -> contextlib.AbstractContextManager:
@@ -94,7 +127,7 @@ class Translator:
     @property
     def uses_memory(self) -> bool:
         """Whether the model reads retrieved pairs (then `neighbours` shape its output)."""
-        return bool(getattr(self.model, "uses_memory", False))
+        return self._uses_memory
 
     def translate(
         self,
@@ -134,33 +167,14 @@ class Translator:
         ids = self._source_ids(texts)
         memory = self.uses_memory and neighbours is not None
         out: list[Translation] = [Translation("", None)] * len(texts)
+        strategy = STRATEGIES[self.decoding]
         for chunk, src in self._length_batches(ids, options.batch_size, skip_empty=True):
             nb = self._neighbours([neighbours[i] for i in chunk]) if memory else None
             made = [sources[i] for i in chunk] if sources is not None else []
             source = _source_state(made, src, self.model.config.pad_id) if made else None
+            row_gates: list[float | None] | None = [] if gates and nb is not None else None
             with torch.inference_mode(), self._autocast(src.device):
-                row_gates: list[float | None] | None = [] if gates and nb is not None else None
-                if options.beam_size <= 1 and row_gates is None:
-                    hyps = greedy(
-                        self.model,
-                        src,
-                        options.max_len_a,
-                        options.max_len_b,
-                        neighbours=nb,
-                        source=source,
-                    )
-                else:  # with gates, beam 1 stands in for greedy (its exact output)
-                    hyps = beam_search(
-                        self.model,
-                        src,
-                        beam_size=max(1, options.beam_size),
-                        length_penalty=options.length_penalty,
-                        max_len_a=options.max_len_a,
-                        max_len_b=options.max_len_b,
-                        neighbours=nb,
-                        gates=row_gates,
-                        source=source,
-                    )
+                hyps = strategy(self.model, src, options, nb, source, row_gates)
             for j, (i, hyp) in enumerate(zip(chunk, hyps, strict=True)):
                 gate = None if row_gates is None else row_gates[j]
                 out[i] = Translation(self.tokenizer.decode(hyp), gate)
@@ -222,6 +236,52 @@ class Translator:
         # A pair whose either side tokenises to nothing cannot be read; drop it.
         pairs = [[(s, t) for s, t in sentence if s and t] for sentence in pairs]
         return Neighbours.from_lists(pairs, pad_id=c.pad_id)
+
+
+def _autoregressive(
+    model: nn.Module,
+    src: Tensor,
+    options: DecodeOptions,
+    neighbours: Neighbours | None,
+    source: EncoderState | None,
+    gates: list[float | None] | None,
+) -> list[list[int]]:
+    """Beam search, or greedy search at beam 1; with `gates` to fill, beam 1 stands in for
+    greedy (its exact output) because beam search sums the gate as it decodes."""
+    if options.beam_size <= 1 and gates is None:
+        return greedy(
+            model, src, options.max_len_a, options.max_len_b, neighbours=neighbours, source=source
+        )
+    return beam_search(
+        model,
+        src,
+        beam_size=options.beam_size,
+        length_penalty=options.length_penalty,
+        max_len_a=options.max_len_a,
+        max_len_b=options.max_len_b,
+        neighbours=neighbours,
+        gates=gates,
+        source=source,
+    )
+
+
+def _ctc(
+    model: nn.Module,
+    src: Tensor,
+    options: DecodeOptions,
+    neighbours: Neighbours | None,
+    source: EncoderState | None,
+    gates: list[float | None] | None,
+) -> list[list[int]]:
+    """One non-autoregressive pass, best path collapsed; no beam, no memory, no gate."""
+    if gates is not None:
+        gates.extend([None] * src.size(0))
+    return ctc_greedy(model, src)
+
+
+# Decoding strategy by the name a bundle declares (models.registry.DECODING_KINDS).
+Strategy = Callable[..., list[list[int]]]
+STRATEGIES: dict[str, Strategy] = {"autoregressive": _autoregressive, "ctc": _ctc}
 
 
 def _source_state(made: Sequence[Tensor | None], src: Tensor, pad_id: int) -> EncoderState | None:

@@ -20,12 +20,14 @@ import anyio.to_thread
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from models.translator import DecodeOptions
 from service.backends import open_backends
 from service.deps import Service
 from service.domains import GENERAL_DOMAIN, DomainManager
 from service.engine import Limits, TranslationEngine
 from service.errors import BadRequest, PayloadTooLarge, error_response, install_error_handlers
 from service.metrics import Metrics
+from service.result_cache import ResultCache
 from service.routes import domains, health, libretranslate, management, translate
 from service.settings import DOMAIN_PATTERN, Settings
 from service.shared import Backends
@@ -100,9 +102,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         gpu=engine.gpu_index,
     )
     engine.domains = manager
-    if settings.cache_ttl_s > 0:
-        engine.cache = backends.cache
-    await anyio.to_thread.run_sync(engine.load_default, settings.bundle_path)
+    engine.results = ResultCache(backends.cache, settings.cache_ttl_s, service.metrics)
+    await anyio.to_thread.run_sync(engine.load_models, settings.bundle_paths)
     await anyio.to_thread.run_sync(service.langid.load)
     await manager.start()
     service.domains = manager
@@ -150,15 +151,20 @@ def startup_summary(
     import torch
 
     lines = []
+    defaults = engine.registry.defaults
     for m in engine.models:
-        tr = m.translator
-        params = m.manifest.get("parameters")
-        size = f", {params / 1e6:.1f}M parameters" if isinstance(params, int) else ""
+        card = m.card
+        pairs = ", ".join(f"{s}->{t}" for s, t in card.pairs)
+        size = f", {card.parameters / 1e6:.1f}M parameters" if card.parameters else ""
         memory = ", reads retrieved pairs" if m.uses_memory else ""
+        default = [f"{s}->{t}" for (s, t), name in defaults.items() if name == m.name]
+        serves = f", default for {', '.join(default)}" if default else ""
         lines.append(
-            f"model {m.name}: {m.manifest.get('architecture')} {tr.source_lang}->{tr.target_lang}"
-            f"{size}{memory} (weights {m.weights_sha256[:12]}, {m.path})"
+            f"model {m.name}: {card.architecture} {pairs}, {card.decoding} decoding{size}"
+            f"{memory}{serves} (weights {m.weights_sha256[:12]}, {m.path})"
         )
+    for name, reason in engine.registry.failed.items():
+        lines.append(f"model {name}: not served ({reason})")
     if not engine.models:
         lines.append(f"model: not loaded ({engine.not_ready_reason})")
     lines.append(f"device {engine.device}, {torch.get_num_threads()} torch threads")
@@ -189,21 +195,21 @@ def create_app(settings: Settings | None = None, backends: Backends | None = Non
     `backends` replaces what the settings would open (tests run two replicas on one set).
     """
     settings = settings if settings is not None else Settings()
+    options = DecodeOptions(
+        beam_size=settings.beam_size,
+        length_penalty=settings.length_penalty,
+        split_sentences=settings.split_sentences,
+        neighbours_k=settings.neighbours_k,
+    )
     limits = Limits(
         max_texts=settings.max_texts,
         max_chars=settings.max_chars,
-        beam_size=settings.beam_size,
         max_beam_size=settings.max_beam_size,
-        length_penalty=settings.length_penalty,
-        split_sentences=settings.split_sentences,
+        options=options,
     )
     metrics = Metrics()
     engine = TranslationEngine(
-        limits,
-        device=settings.device,
-        cache_ttl_s=settings.cache_ttl_s,
-        metrics=metrics,
-        neighbours_k=settings.neighbours_k,
+        limits, device=settings.device, cache_ttl_s=settings.cache_ttl_s, metrics=metrics
     )
     app = FastAPI(title="ragmt translation service", version="0.2.0", lifespan=lifespan)
     app.state.settings = settings

@@ -23,7 +23,6 @@ from models import defaults
 if TYPE_CHECKING:
     from index_builder.corpus import Pair
     from models.bundle import LoadedBundle
-    from models.evaluate import Retrieved
     from models.train import TrainData
 
 HELP = (
@@ -326,11 +325,11 @@ def translate(
     """
     from tqdm import tqdm
 
-    from index_builder.retrieval.serving import search_for
+    from index_builder.retrieval.serving import retrieve_with
+    from models import pipeline
     from models.artifacts import ArtifactError
     from models.bundle import load_bundle
-    from models.segment import is_blank, segment
-    from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator, join_translations
+    from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
     if input is not None and not input.is_file():
         _fail(f"--input {input}: no such file")
@@ -341,27 +340,24 @@ def translate(
     except ArtifactError as e:
         _fail(str(e))
     translator = Translator.from_loaded(bundle)
-    retriever = None
+    retrieve = None
     if domain is not None:
         retriever = _domain_retriever(domain, stores, retrieval_model, bundle)
+        retrieve = retrieve_with(translator, retriever)
         if not translator.uses_memory:
             _log("note: this model has no retrieval memory; neighbours do not change its output")
-    options = DecodeOptions(beam_size=beam, length_penalty=length_penalty, batch_size=batch_size)
+    options = DecodeOptions(
+        beam_size=beam,
+        length_penalty=length_penalty,
+        batch_size=batch_size,
+        split_sentences=split_sentences,
+        neighbours_k=neighbours,
+    )
 
     def run(lines: list[str], bar: tqdm | None = None) -> list[str]:
-        seg = segment(["" if is_blank(ln) else ln for ln in lines], split_sentences,
-                      translator.source_lang)  # fmt: skip
-        found = sources = None
-        if retriever is not None and translator.uses_memory:
-            hits, sources = search_for(translator, retriever, seg.segments, neighbours)
-            found = [[(n.source, n.target) for n in h] for h in hits]
-        if bar is not None:
-            bar.reset(total=len(seg.segments))
-        out = translator.translate_detailed(
-            seg.segments, options, neighbours=found, sources=sources,
-            progress=bar.update if bar is not None else None,
-        )  # fmt: skip
-        return [t.text for t in join_translations(seg, out)]
+        progress = bar.update if bar is not None else None
+        done = pipeline.translate(translator, lines, options, retrieve, progress=progress)
+        return [o.text for o in done.outputs]
 
     if input is None and output is None and sys.stdin.isatty():  # a person typing
         _log("translating each line as it is entered; Ctrl-D ends")
@@ -445,7 +441,8 @@ def evaluate_cmd(
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
     from index_builder.retrieval.encoder import bundle_sha256
-    from index_builder.retrieval.serving import search_for
+    from index_builder.retrieval.serving import retrieve_with
+    from index_builder.store import active_version
     from models.artifacts import ArtifactError
     from models.bundle import load_bundle, update_eval
     from models.evaluate import evaluate, markdown_table, write_report
@@ -478,22 +475,25 @@ def evaluate_cmd(
     used: dict[str, str] = {}
     store_dirs: dict[str, Path] = {}
 
-    def neighbours_for(domain: str, src: list[str]) -> Retrieved:
+    def retrieve_for(domain: str) -> Any:
         name = store or domain
         if name not in retrievers:
             retrievers[name] = _domain_retriever(name, stores, retrieval_model, loaded)
         used[domain] = f"{name}@{active_version(stores, name)}"
         store_dirs[domain] = stores / name / active_version(stores, name)
-        hits, sources = search_for(translator, retrievers[name], src, neighbours)
-        return [[(n.source, n.target) for n in found] for found in hits], sources
-
-    from index_builder.store import active_version
+        return retrieve_with(translator, retrievers[name])
 
     # <out>.json, <out>.md, <out>-hyps: appended, not `with_suffix`, so that a name such as
     # "run-lp2.0" keeps its dot (a given .json or .md ending is dropped first)
     stem = (out.with_suffix("") if out.suffix in (".json", ".md") else out) if out else None
     hyp_dir = stem.parent / f"{stem.name}-hyps" if stem else None
-    options = DecodeOptions(beam_size=beam, length_penalty=length_penalty, batch_size=batch_size)
+    options = DecodeOptions(
+        beam_size=beam,
+        length_penalty=length_penalty,
+        batch_size=batch_size,
+        split_sentences=split_sentences,
+        neighbours_k=neighbours,
+    )
     results = evaluate(
         translator,
         data,
@@ -502,8 +502,7 @@ def evaluate_cmd(
         split,
         hyp_dir=hyp_dir,
         log=_log,
-        neighbours_for=neighbours_for if stores is not None else None,
-        split_sentences=split_sentences,
+        retrieve_for=retrieve_for if stores is not None else None,
     )
     for domain, label in used.items():
         results[domain]["store"] = label

@@ -108,22 +108,38 @@ class ErrorResponse(_Schema):
 
 
 class ModelInfo(_Schema):
+    """A served model as its bundle declares it, and the pairs it is the default for."""
+
     name: str
-    default: bool
+    default: bool  # the default model of at least one pair
+    default_for: list[list[str]]  # [source, target] pairs routed to it without a model name
     architecture: str
-    languages: dict[str, str]
+    languages: dict[str, str]  # its first pair
+    pairs: list[list[str]]
+    tokenizer: str  # sentencepiece or bytes
+    decoding: str  # autoregressive or ctc
+    reads: list[str]  # store kinds it reads; [] none
+    trained_on: dict[str, Any]
     parameters: int | None
     weights_sha256: str
     uses_memory: bool
 
     @classmethod
-    def of(cls, m: LoadedModel, default: bool) -> ModelInfo:
+    def of(cls, m: LoadedModel, default_for: list[tuple[str, str]]) -> ModelInfo:
+        card = m.card
+        source, target = card.pairs[0]
         return cls(
             name=m.name,
-            default=default,
-            architecture=m.manifest["architecture"],
-            languages=dict(m.manifest["languages"]),
-            parameters=m.manifest.get("parameters"),
+            default=bool(default_for),
+            default_for=[list(p) for p in default_for],
+            architecture=card.architecture,
+            languages={"source": source, "target": target},
+            pairs=[list(p) for p in card.pairs],
+            tokenizer=card.tokenizer,
+            decoding=card.decoding,
+            reads=list(card.reads),
+            trained_on=card.trained_on,
+            parameters=card.parameters or None,
             weights_sha256=m.weights_sha256,
             uses_memory=m.uses_memory,
         )

@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from index_builder.store import DOMAIN_PATTERN, DOMAIN_RE, check_domain
 from models import defaults
-from models.translator import DEFAULT_BUNDLE
+from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE
 
 __all__ = ["DOMAIN_PATTERN", "DOMAIN_RE", "VERSION_PATTERN", "VERSION_RE", "Settings"]
 # Store version ids (index_builder.store names them `<UTC time>Z-<hash>`); never a path.
@@ -35,7 +35,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGMT_", extra="ignore", protected_namespaces=())
 
     # Models and decoding
-    model_path: Path | None = None  # None: the committed default bundle
+    model_path: Path | None = None  # None: the committed bundles (memory model first)
+    models_dir: Path | None = None  # every bundle directory in it is served too
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")  # auto: CUDA if present
     max_texts: int = Field(64, ge=1)
     max_chars: int = Field(2000, ge=1)
@@ -107,8 +108,22 @@ class Settings(BaseSettings):
 
     @property
     def bundle_path(self) -> Path:
-        """The bundle to serve: `model_path`, or the committed default bundle."""
+        """The first bundle served (the default for its pairs, and the encoder of dense stores
+        built by the service): `model_path`, or the committed memory model."""
         return self.model_path if self.model_path is not None else DEFAULT_BUNDLE
+
+    @property
+    def bundle_paths(self) -> list[Path]:
+        """Every bundle to serve, defaults first: `model_path` (unset: the committed memory
+        model, then the committed baseline), then each bundle under `models_dir` by name."""
+        first = (
+            [self.model_path] if self.model_path is not None else [DEFAULT_BUNDLE, BASELINE_BUNDLE]
+        )
+        more = []
+        if self.models_dir is not None and self.models_dir.is_dir():
+            more = sorted(p for p in self.models_dir.iterdir() if (p / "manifest.json").is_file())
+        seen = {p.resolve() for p in first}
+        return first + [p for p in more if p.resolve() not in seen]
 
     @property
     def store_root(self) -> Path:

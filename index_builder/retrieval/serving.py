@@ -2,14 +2,16 @@
 
 A dense store built with the very bundle that translates encodes each query with that model's
 encoder, which is also the first half of decoding. The service, `ragmt translate --domain` and
-`ragmt eval --stores` load such a store with the translating bundle and call `search_for`,
-which hands the encodings on (`Translator.translate_detailed(sources=...)`); any other store
-(sparse, or dense of another bundle) is searched as it is and decoding encodes as usual.
+`ragmt eval --stores` load such a store with the translating bundle and hand the pipeline
+`retrieve_with(translator, retriever)`, which passes the encodings on to decoding; any other
+store (sparse, or dense of another bundle) is searched as it is and decoding encodes as usual.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 from torch import Tensor
@@ -17,6 +19,7 @@ from torch import Tensor
 from index_builder.retrieval.base import Neighbour, Retriever
 from index_builder.retrieval.encoder import bundle_sha256
 from models.bundle import LoadedBundle
+from models.pipeline import Retrieve
 from models.translator import Translator
 
 
@@ -46,3 +49,19 @@ def search_for(
         return retriever.search(queries, k), None
     states = translator.source_states(queries)
     return retriever.search(queries, k, states=states), states  # type: ignore[call-arg]
+
+
+def retrieve_with(
+    translator: Translator, retriever: Retriever, torch_lock: threading.Lock | None = None
+) -> Retrieve:
+    """The pipeline's retrieval step for `translator` from `retriever` (`search_for`).
+
+    `torch_lock`: held while searching; pass it when the search runs a torch encoder (a dense
+    store), whose threads decoding shares (the service decodes under that lock).
+    """
+
+    def retrieve(queries: Sequence[str], k: int) -> tuple[list[list[Neighbour]], list | None]:
+        with torch_lock if torch_lock is not None else nullcontext():
+            return search_for(translator, retriever, queries, k)
+
+    return retrieve

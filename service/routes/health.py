@@ -26,7 +26,7 @@ async def livez() -> StatusResponse:
 
 @router.get("/readyz", response_model=StatusResponse, responses={503: {"model": ErrorResponse}})
 async def readyz(service: ServiceDep) -> StatusResponse:
-    """Ready: the default model and every required domain's store loaded, not draining."""
+    """Ready: a model and every required domain's store loaded, not draining."""
     engine = service.engine
     if service.draining:
         raise NotReady("draining")
@@ -42,18 +42,22 @@ async def readyz(service: ServiceDep) -> StatusResponse:
 async def info(service: ServiceDep) -> InfoResponse:
     engine, s = service.engine, service.settings
     lim = engine.limits
+    defaults = engine.registry.defaults
     domains = service.domains.known_domains() if service.domains is not None else []
     return InfoResponse(
         ready=engine.ready,
         reason=engine.not_ready_reason,
         device=engine.device,
-        models=[ModelInfo.of(m, m.name == engine.default_model) for m in engine.models],
+        models=[
+            ModelInfo.of(m, [p for p, name in defaults.items() if name == m.name])
+            for m in engine.models
+        ],
         domains=domains,
         limits=LimitsInfo(
             max_texts=lim.max_texts,
             max_chars=lim.max_chars,
             max_body_bytes=s.max_body_bytes,
-            beam_size=lim.beam_size,
+            beam_size=lim.options.beam_size,
             max_beam_size=lim.max_beam_size,
             queue_size=s.queue_size,
             rate_limit=s.rate_limit,

@@ -108,6 +108,29 @@ def _detect(service: Service, texts: list[str]) -> list[Detection]:
     return [d if d is not None else Detection(source, 0.0) for d in found]
 
 
+def _auto_source(service: Service, texts: list[str], target: str) -> list[Detection]:
+    """Each text's detected language, which must be one source translated into `target`
+    (and the same for every text of the request); 422 naming the served sources otherwise."""
+    sources = service.engine.registry.sources_for(target)
+    # a text without letters is not identified: it is taken as the first served source
+    detections = [
+        Detection(sources[0], 0.0) if d.confidence == 0.0 and sources else d
+        for d in _detect(service, texts)
+    ]
+    found = {d.language for d in detections}
+    other = sorted(found - set(sources))
+    if other or len(found) > 1:
+        language = other[0] if other else sorted(found)[1]
+        reason = "is not translated" if other else "differs from the rest of the request's"
+        raise UnsupportedLanguage(
+            f"detected language {language!r} {reason} into {target}; supported sources: "
+            + (", ".join(sources) or "none"),
+            detected=language,
+            supported_sources=sources,
+        )
+    return detections
+
+
 def _percent(d: Detection) -> dict[str, Any]:
     return {"confidence": round(d.confidence * 100, 1), "language": d.language}
 
@@ -120,7 +143,7 @@ def _percent(d: Detection) -> dict[str, Any]:
     openapi_extra=_openapi("LibreTranslateRequest"),
 )
 async def libre_translate(request: Request, service: ServiceDep) -> LibreTranslateResponse:
-    """LibreTranslate's translate call on the default model and the general domain."""
+    """LibreTranslate's translate call: the pair's default model, the general domain."""
     req = await _request(request, service, LibreTranslateRequest)
     if req.format != "text":
         raise BadRequest(
@@ -132,15 +155,8 @@ async def libre_translate(request: Request, service: ServiceDep) -> LibreTransla
     texts = [req.q] if isinstance(req.q, str) else req.q
     detections: list[Detection] = []
     if source == "auto":
-        source = engine.default_languages()[0]
-        detections = _detect(service, texts)
-        other = next((d.language for d in detections if d.language != source), None)
-        if other is not None:
-            raise UnsupportedLanguage(
-                f"detected language {other!r} is not translated here; supported sources: {source}",
-                detected=other,
-                supported_sources=[source],
-            )
+        detections = _auto_source(service, texts, req.target)
+        source = detections[0].language
     try:
         result = await engine.translate_batch(TranslationRequest(texts, source, req.target))
     except ServiceError as e:
@@ -175,13 +191,9 @@ async def libre_detect(request: Request, service: ServiceDep) -> Detected:
 
 @router.get("/languages", response_model=list[LibreLanguage])
 async def languages(service: ServiceDep) -> list[LibreLanguage]:
-    """Every language of the loaded models, with the targets it translates into."""
-    targets: dict[str, set[str]] = {}
-    for m in service.engine.models:
-        src, tgt = m.translator.source_lang, m.translator.target_lang
-        targets.setdefault(src, set()).add(tgt)
-        targets.setdefault(tgt, set())
+    """Each source language served, with the targets it is really translated into."""
+    targets = service.engine.registry.targets()
     return [
-        LibreLanguage(code=code, name=LANGUAGE_NAMES.get(code, code), targets=sorted(tgts))
-        for code, tgts in sorted(targets.items())
+        LibreLanguage(code=code, name=LANGUAGE_NAMES.get(code, code), targets=tgts)
+        for code, tgts in targets.items()
     ]

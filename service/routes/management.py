@@ -101,8 +101,11 @@ async def upload_corpus(
     format: Annotated[Literal["tsv", "tmx", "moses"] | None, Form()] = None,
     method: Annotated[Literal["idf-sentence", "idf-ngram", "dense-ngram"], Form()] = "idf-ngram",
     widths: Annotated[str | None, Form(pattern=WIDTHS)] = None,
+    source_lang: Annotated[str | None, Form()] = None,
+    target_lang: Annotated[str | None, Form()] = None,
 ) -> JobResponse:
-    """Queue a build of a new store version of `domain` from the uploaded corpus."""
+    """Queue a build of a new store version of `domain` from the uploaded corpus; its
+    languages default to the first served model's pair and must be a served pair."""
     settings, manager = service.settings, service.manager()
     backends = service.require_backends()
     if manager.configured and domain not in manager.configured:
@@ -115,7 +118,9 @@ async def upload_corpus(
     if widths is not None and method == "idf-sentence":
         raise InvalidInput("widths: the idf-sentence method takes no widths", field="widths")
     fmt = _format(format, file.filename, target_file is not None)
-    source_lang, target_lang = service.engine.default_languages()
+    default_source, default_target = service.engine.default_languages()
+    source_lang, target_lang = source_lang or default_source, target_lang or default_target
+    service.engine.registry.route(source_lang, target_lang)  # 422 naming the served pairs
     parts = [file.file] + ([target_file.file] if target_file is not None else [])
     updir = uploads_dir(settings.store_root)
     digest, names = await anyio.to_thread.run_sync(_save, updir, parts, SUFFIXES[fmt])

@@ -101,7 +101,7 @@ def test_tied_weight_is_stored_once_and_tied_after_load(bundle: Path) -> None:
 
 def test_untied_model_round_trips(tmp_path: Path) -> None:
     model = tiny(tie_embeddings=False, positions="learned")
-    save_bundle(tmp_path / "b", model, "transformer", languages=LANGS)
+    save_bundle(tmp_path / "b", model, "transformer", languages=LANGS, tokenizer="bytes")
     loaded = load_bundle(tmp_path / "b").model
     assert "output.weight" in stored_dtypes(tmp_path / "b")
     assert loaded.output.weight is not loaded.embed.weight
@@ -110,7 +110,9 @@ def test_untied_model_round_trips(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("dtype", "atol"), [("float16", 2e-2), ("bfloat16", 1.5e-1)])
 def test_reduced_precision_storage(tmp_path: Path, dtype: str, atol: float) -> None:
-    save_bundle(tmp_path / "b", tiny(), "transformer", languages=LANGS, dtype=dtype)
+    save_bundle(
+        tmp_path / "b", tiny(), "transformer", languages=LANGS, dtype=dtype, tokenizer="bytes"
+    )
     assert set(stored_dtypes(tmp_path / "b").values()) == {getattr(torch, dtype)}
     loaded = load_bundle(tmp_path / "b").model
     assert all(p.dtype == torch.float32 for p in loaded.parameters())
@@ -168,7 +170,9 @@ def test_save_refuses_bad_arguments(tmp_path: Path, spm: Path) -> None:
 
 def test_resave_replaces_and_update_eval_merges(bundle: Path) -> None:
     other = tiny(d_model=16, d_ff=32)
-    save_bundle(bundle, other, "transformer", languages=LANGS, eval_scores={"bleu": 1.0})
+    save_bundle(
+        bundle, other, "transformer", languages=LANGS, eval_scores={"bleu": 1.0}, tokenizer="bytes"
+    )
     assert torch.equal(logits(load_bundle(bundle).model), logits(other))
     updated = update_eval(bundle, {"chrf": 40.0})
     assert updated["eval"] == {"bleu": 1.0, "chrf": 40.0}

@@ -128,7 +128,9 @@ def test_config_rejects_bad_memory_values(bad: dict, fragment: str) -> None:
 
 
 def test_registry_names_the_architecture() -> None:
-    assert ARCHITECTURES["semiparametric"] == (SemiParametricConfig, SemiParametricModel)
+    spec = ARCHITECTURES["semiparametric"]
+    assert (spec.config, spec.model) == (SemiParametricConfig, SemiParametricModel)
+    assert spec.reads == ("sentence-pairs",) and spec.decoding == "autoregressive"
     model = build_model("semiparametric", {**SIZES, "memory_mode": "tm"})
     assert isinstance(model, SemiParametricModel)
     assert model.config.memory_mode == "tm"
@@ -601,7 +603,11 @@ def test_bundle_round_trip_is_bit_exact(tmp_path: Path, batch) -> None:
     model = tiny(memory_mode="cstm", memory_layers=2)
     nb = neighbours(MIXED)
     manifest = save_bundle(
-        tmp_path / "b", model, "semiparametric", languages={"source": "en", "target": "de"}
+        tmp_path / "b",
+        model,
+        "semiparametric",
+        languages={"source": "en", "target": "de"},
+        tokenizer="bytes",
     )
     assert manifest["architecture"] == "semiparametric"
     assert manifest["config"]["memory_layers"] == 2

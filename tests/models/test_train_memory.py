@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -143,10 +144,13 @@ def test_memory_model_learns_to_follow_its_neighbours(task) -> None:
     gates = [t.gate for t in out]
     assert all(g is not None and 0.0 < g < 1.0 for g in gates)
     # Evaluation with a neighbour source reports the gate and the retrieval time.
-    by_src = dict(zip(src, same, strict=True))
+    by_src = {
+        x: [SimpleNamespace(source=a, target=b) for a, b in nb]
+        for x, nb in zip(src, same, strict=True)
+    }
     hyp_dir = root / "eval-hyps"
     res = evaluate(mem, root, ["."], opts, hyp_dir=hyp_dir, log=lambda s: None,
-                   neighbours_for=lambda d, s: ([by_src[x] for x in s], None))  # fmt: skip
+                   retrieve_for=lambda d: lambda s, k: ([by_src[x] for x in s], None))  # fmt: skip
     assert 0.0 < res["."]["gate_mean"] < 1.0 and res["."]["neighbours_per_sentence"] == 1.0
     # Provenance beside the hypotheses: per sentence, the pairs it read and its gate.
     lines = (hyp_dir / "..test.neighbours.jsonl").read_text().splitlines()

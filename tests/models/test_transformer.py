@@ -78,7 +78,8 @@ def test_registry_builds_and_names_known_architectures() -> None:
     assert isinstance(model, Transformer)
     with pytest.raises(ValueError, match="transformer"):
         build_model("lstm", {"vocab_size": V})
-    assert ARCHITECTURES["transformer"] == (TransformerConfig, Transformer)
+    spec = ARCHITECTURES["transformer"]
+    assert (spec.config, spec.model, spec.reads) == (TransformerConfig, Transformer, ())
 
 
 # --------------------------------------------------------------------------- model

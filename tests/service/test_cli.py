@@ -187,8 +187,9 @@ def test_decoding_defaults_agree_across_cli_service_and_library() -> None:
     from service.settings import Settings
 
     lp = DecodeOptions().length_penalty
-    assert Settings().length_penalty == Limits().length_penalty == lp
-    assert Settings().split_sentences and Limits().split_sentences
+    assert Settings().length_penalty == Limits().options.length_penalty == lp
+    assert Settings().split_sentences and Limits().options.split_sentences
+    assert Settings().neighbours_k == Limits().options.neighbours_k == DecodeOptions().neighbours_k
     for command in (translate, evaluate_cmd):
         params = inspect.signature(command).parameters
         assert params["length_penalty"].default.default == lp

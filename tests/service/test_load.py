@@ -11,6 +11,7 @@ import pytest
 
 from models.translator import DecodeOptions
 from service.app import create_app
+from service.result_cache import ResultCache
 from service.settings import Settings
 from tests.service.conftest import make_store, running
 from tests.toy import gloss, toy_pairs
@@ -60,17 +61,25 @@ async def test_cache_key_includes_the_store_version(bundle: Path, stores) -> Non
         assert 'ragmt_cache_lookups_total{result="miss"} 4.0' in metrics
         assert "ragmt_cache_hit_ratio 0.6" in metrics
 
-        engine = app.state.engine
-        model = engine.models[0]
+        model = app.state.engine.models[0]
         one = DecodeOptions(beam_size=1)
-        key = engine.cache_key(model, a, "toy", one, "red house")
-        assert key == engine.cache_key(model, a, "toy", one, "red house")
+        pair = ("en", "de")
+
+        def key_of(version, domain, options, text, pair=pair, weights=model.weights_sha256):
+            return ResultCache.key(weights, pair, version, domain, options, text)
+
+        key = key_of(a, "toy", one, "red house")
+        assert key == key_of(a, "toy", one, "red house")
         for other in (
-            engine.cache_key(model, b, "toy", one, "red house"),
-            engine.cache_key(model, None, "toy", one, "red house"),
-            engine.cache_key(model, a, "general", one, "red house"),
-            engine.cache_key(model, a, "toy", DecodeOptions(beam_size=2), "red house"),
-            engine.cache_key(model, a, "toy", one, "red house "),
+            key_of(b, "toy", one, "red house"),
+            key_of(None, "toy", one, "red house"),
+            key_of(a, "general", one, "red house"),
+            key_of(a, "toy", DecodeOptions(beam_size=2), "red house"),
+            key_of(a, "toy", DecodeOptions(beam_size=1, neighbours_k=3), "red house"),
+            key_of(a, "toy", DecodeOptions(beam_size=1, split_sentences=False), "red house"),
+            key_of(a, "toy", one, "red house "),
+            key_of(a, "toy", one, "red house", pair=("en", "fr")),
+            key_of(a, "toy", one, "red house", weights="0" * 64),
         ):
             assert other != key
 

@@ -1,0 +1,195 @@
+"""The one translation path: prepare, decode, finish.
+
+The service (with its micro-batcher between decode's callers), `ragmt translate`, `ragmt eval`
+and the benchmarks all translate through these three steps, so a default or a rule changed here
+changes everywhere at once:
+
+- prepare: blank texts kept blank, texts cut into sentences, and neighbours retrieved for each
+  sentence when the model reads them (or the caller wants them as provenance);
+- decode: the model's own strategy (`Translator.translate_detailed`), batched; concurrent
+  requests' sentences may share one call;
+- finish: sentences joined back into texts, each with its mean memory gate, the neighbours it
+  read and the step timings.
+
+Retrieval is passed in as a function (`Retrieve`) so that this package imports no index code;
+`index_builder.retrieval.serving.retrieve_with` makes one from a store's retriever.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from torch import Tensor
+
+from models.segment import Segmented, is_blank, segment
+from models.translator import DecodeOptions, Translation, Translator
+
+__all__ = [
+    "Output",
+    "Prepared",
+    "Result",
+    "Retrieve",
+    "decode",
+    "finish",
+    "prepare",
+    "translate",
+]
+
+
+class Hit(Protocol):
+    """A retrieved translation pair (index_builder's `Neighbour` is one)."""
+
+    source: str
+    target: str
+
+
+# (sentences, k) -> per sentence its hits, and the sentences' encodings when retrieval made
+# them with the translating model (decoding then does not encode them again), else None.
+Retrieve = Callable[[Sequence[str], int], tuple[list[list[Any]], list[Tensor] | None]]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request's texts ready to decode: its sentences and what retrieval found for them."""
+
+    texts: list[str]
+    seg: Segmented
+    hits: list[list[Any]] | None = None  # per sentence; None: nothing retrieved
+    sources: list[Tensor] | None = None  # per sentence, its encoding made by retrieval
+    reads_hits: bool = False  # whether decoding reads the hits (the model reads pairs)
+    retrieval_ms: float = 0.0
+
+    @property
+    def sentences(self) -> list[str]:
+        return self.seg.segments
+
+    @property
+    def pairs(self) -> list[list[tuple[str, str]]] | None:
+        """Per sentence the (source, target) pairs decoding reads; None when it reads none."""
+        if self.hits is None or not self.reads_hits:
+            return None
+        return [[(h.source, h.target) for h in found] for found in self.hits]
+
+
+@dataclass(frozen=True)
+class Output:
+    """One text's translation, its mean memory gate (None: no memory read) and, when
+    retrieved, the neighbours of its sentences in order (provenance)."""
+
+    text: str
+    gate: float | None = None
+    neighbours: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Result:
+    outputs: list[Output]
+    retrieval_ms: float
+    decode_ms: float
+    total_ms: float
+    sentences: int
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+def prepare(
+    translator: Translator,
+    texts: Sequence[str],
+    options: DecodeOptions = DecodeOptions(),
+    retrieve: Retrieve | None = None,
+    provenance: bool = False,
+) -> Prepared:
+    """Cut `texts` into sentences (when `options.split_sentences`) and retrieve
+    `options.neighbours_k` neighbours per sentence with `retrieve` when the model reads them,
+    or when `provenance` asks for them anyway. A blank text stays a blank translation.
+    Blocking (retrieval may encode with the model): call it from a worker thread in a server.
+    """
+    texts = ["" if is_blank(t) else t for t in texts]
+    seg = segment(texts, options.split_sentences, translator.source_lang)
+    reads = translator.uses_memory
+    if retrieve is None or not (reads or provenance) or not seg.segments:
+        return Prepared(texts, seg, reads_hits=reads)
+    start = time.perf_counter()
+    todo = [i for i, s in enumerate(seg.segments) if not is_blank(s)]  # a blank reads nothing
+    hits: list[list[Any]] = [[] for _ in seg.segments]
+    sources: list[Tensor] | None = None
+    if todo:
+        found, made = retrieve([seg.segments[i] for i in todo], options.neighbours_k)
+        if len(found) != len(todo):
+            raise ValueError(f"retrieval gave {len(found)} lists for {len(todo)} sentences")
+        for i, h in zip(todo, found, strict=True):
+            hits[i] = list(h)
+        if made is not None and len(todo) == len(seg.segments):
+            sources = made
+        elif made is not None:  # blanks are not decoded: any placeholder does
+            sources = [made[0][:0]] * len(seg.segments)
+            for i, m in zip(todo, made, strict=True):
+                sources[i] = m
+    return Prepared(
+        texts,
+        seg,
+        hits=hits,
+        sources=sources if reads else None,
+        reads_hits=reads,
+        retrieval_ms=_ms(start),
+    )
+
+
+def decode(
+    translator: Translator,
+    sentences: Sequence[str],
+    options: DecodeOptions = DecodeOptions(),
+    pairs: Sequence[Sequence[tuple[str, str]]] | None = None,
+    sources: Sequence[Tensor | None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[Translation]:
+    """Each sentence's translation by the model's own decoding strategy, with its mean memory
+    gate when the model reads `pairs`. Sentences of several requests may be decoded in one
+    call (the service's micro-batcher): the output is the same as one call each."""
+    return translator.translate_detailed(
+        sentences,
+        options,
+        neighbours=pairs,
+        gates=pairs is not None,
+        sources=sources,
+        progress=progress,
+    )
+
+
+def finish(prepared: Prepared, decoded: Sequence[Translation]) -> list[Output]:
+    """Per text: its sentences' translations joined, their mean gate, their neighbours."""
+    seg = prepared.seg
+    texts = seg.join([t.text for t in decoded])
+    gates = seg.mean([t.gate for t in decoded])
+    hits = seg.gather(prepared.hits) if prepared.hits is not None else [[] for _ in texts]
+    return [Output(t, g, h) for t, g, h in zip(texts, gates, hits, strict=True)]
+
+
+def translate(
+    translator: Translator,
+    texts: Sequence[str],
+    options: DecodeOptions = DecodeOptions(),
+    retrieve: Retrieve | None = None,
+    provenance: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> Result:
+    """prepare, decode and finish in one blocking call (the CLI, evaluation, benchmarks)."""
+    start = time.perf_counter()
+    prepared = prepare(translator, texts, options, retrieve, provenance)
+    t0 = time.perf_counter()
+    decoded = decode(
+        translator, prepared.sentences, options, prepared.pairs, prepared.sources, progress
+    )
+    decode_ms = _ms(t0)
+    return Result(
+        outputs=finish(prepared, decoded),
+        retrieval_ms=prepared.retrieval_ms,
+        decode_ms=decode_ms,
+        total_ms=_ms(start),
+        sentences=len(prepared.sentences),
+    )

@@ -1,0 +1,130 @@
+"""Many models, many languages, one service: a memory model, a baseline and two test-only
+architectures (one autoregressive, one CTC) served side by side, each request routed by its
+language pair (or the model it names) through the same pipeline."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from models.bundle import load_bundle, model_card, save_bundle
+from service.app import create_app
+from service.settings import Settings
+from tests.service.conftest import make_store, running
+from tests.toy import gloss
+from tests.toy import toy_pairs as lexicon_pairs
+from tests.toy_architectures import TOY_TASK, register_toys, toy_pairs, train_toy_ar, train_toy_ctc
+
+pytestmark = [pytest.mark.system, pytest.mark.anyio]
+
+WORDS = ["hello", "bookkeeper", "abc xyz"]  # never in the toys' training pairs
+TRAIN = [p for p in toy_pairs(2000, seed=1) if p[0] not in WORDS]
+
+
+@pytest.fixture(scope="module")
+def models_dir(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The toy baseline (en->de) and the two toy architectures, as bundles in one directory."""
+    register_toys()
+    root = tmp_path_factory.mktemp("models")
+    shutil.copytree(bundle, root / "baseline")
+    pairs = TRAIN
+    trained_on = {"domains": {"toy-upper-case": len(pairs)}}
+    for name, arch, model, langs in (
+        ("upper-ar", "toy-ar", train_toy_ar(pairs), {"source": "de", "target": "en"}),
+        ("upper-ctc", "toy-ctc", train_toy_ctc(pairs), {"source": "fr", "target": "en"}),
+    ):
+        save_bundle(
+            root / name, model, arch, languages=langs, tokenizer="bytes", trained_on=trained_on
+        )
+    return root
+
+
+async def test_four_architectures_are_served_side_by_side_and_routed_by_pair(
+    memory_bundle: Path, models_dir: Path, tmp_path: Path
+) -> None:
+    stores = tmp_path / "stores"
+    make_store(stores, "toy", lexicon_pairs(40, seed=8), activate=True)
+    settings = Settings(
+        model_path=memory_bundle, models_dir=models_dir, stores_dir=stores, beam_size=2
+    )
+    async with running(create_app(settings)) as c:
+        models = {m["name"]: m for m in (await c.get("/info")).json()["models"]}
+        assert list(models) == [memory_bundle.name, "baseline", "upper-ar", "upper-ctc"]
+        memory, base, ar, ctc = models.values()
+        assert (memory["architecture"], memory["reads"], memory["default_for"]) == (
+            "semiparametric",
+            ["sentence-pairs"],
+            [["en", "de"]],
+        )
+        assert base["default_for"] == [] and base["pairs"] == [["en", "de"]]  # named only
+        assert (ar["decoding"], ar["tokenizer"], ar["default_for"]) == (
+            "autoregressive",
+            "bytes",
+            [["de", "en"]],
+        )
+        assert (ctc["decoding"], ctc["reads"], ctc["default_for"]) == ("ctc", [], [["fr", "en"]])
+        assert ctc["trained_on"] == {"domains": {"toy-upper-case": len(TRAIN)}}
+
+        async def translate(source: str, target: str, **extra: object) -> dict:
+            body = {"texts": WORDS, "source_lang": source, "target_lang": target, **extra}
+            resp = await c.post("/v1/translate", json=body)
+            assert resp.status_code == 200, resp.text
+            return resp.json()
+
+        for source, name in (("de", "upper-ar"), ("fr", "upper-ctc")):
+            out = await translate(source, "en")
+            assert [r["translation"] for r in out["results"]] == [TOY_TASK(w) for w in WORDS]
+            assert {r["model"] for r in out["results"]} == {name}
+
+        texts = ["red house", "one two"]
+        routed = await c.post("/v1/translate", json={"texts": texts, "domain": "toy"})
+        assert {r["model"] for r in routed.json()["results"]} == {memory_bundle.name}
+        assert all(0.0 < r["gate"] < 1.0 for r in routed.json()["results"])
+        named = await c.post(
+            "/v1/translate", json={"texts": texts, "domain": "toy", "model": "baseline"}
+        )
+        assert [r["translation"] for r in named.json()["results"]] == [gloss(t) for t in texts]
+        assert all("gate" not in r for r in named.json()["results"])
+
+        # an unserved pair, or a model named for a pair it does not translate: 422s that say
+        # what is served
+        resp = await c.post(
+            "/v1/translate", json={"texts": ["x"], "source_lang": "en", "target_lang": "fr"}
+        )
+        assert resp.status_code == 422, resp.text
+        error = resp.json()["error"]
+        assert error["code"] == "unsupported_language"
+        assert error["message"] == "en->fr is not served; served pairs: de->en, en->de, fr->en"
+        assert {"source_lang": "fr", "target_lang": "en"} in error["supported"]
+        resp = await c.post(
+            "/v1/translate",
+            json={"texts": ["x"], "source_lang": "de", "target_lang": "en", "model": "baseline"},
+        )
+        assert resp.status_code == 422 and "translates en->de only" in resp.text
+
+        languages = {x["code"]: x["targets"] for x in (await c.get("/languages")).json()}
+        assert languages == {"de": ["en"], "en": ["de"], "fr": ["en"]}
+        libre = await c.post("/translate", json={"q": "hello", "source": "fr", "target": "en"})
+        assert libre.json() == {"translatedText": "HELLO"}
+
+
+def test_a_bundle_card_says_what_it_is_and_contradictions_are_refused(models_dir: Path) -> None:
+    card = model_card(load_bundle(models_dir / "upper-ctc").manifest)
+    assert (card.architecture, card.pairs, card.tokenizer, card.decoding, card.reads) == (
+        "toy-ctc",
+        (("fr", "en"),),
+        "bytes",
+        "ctc",
+        (),
+    )
+    manifest = dict(load_bundle(models_dir / "upper-ar").manifest)
+    with pytest.raises(Exception, match="declares decoding 'ctc'"):
+        model_card({**manifest, "decoding": "ctc"})
+    with pytest.raises(Exception, match="a pair must be"):
+        model_card({**manifest, "pairs": [["de", "de"]]})
+    # a bundle written before these fields: its languages are its pair, its tokenizer spm
+    old = {k: v for k, v in manifest.items() if k not in ("pairs", "tokenizer", "decoding")}
+    with pytest.raises(Exception, match="SentencePiece file"):
+        model_card(old)
