@@ -329,7 +329,7 @@ def translate(
     from models import pipeline
     from models.artifacts import ArtifactError
     from models.bundle import load_bundle
-    from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
+    from models.translator import DEFAULT_BUNDLE, Translator
 
     if input is not None and not input.is_file():
         _fail(f"--input {input}: no such file")
@@ -346,13 +346,7 @@ def translate(
         retrieve = retrieve_with(translator, retriever)
         if not translator.uses_memory:
             _log("note: this model has no retrieval memory; neighbours do not change its output")
-    options = DecodeOptions(
-        beam_size=beam,
-        length_penalty=length_penalty,
-        batch_size=batch_size,
-        split_sentences=split_sentences,
-        neighbours_k=neighbours,
-    )
+    options = _options(beam, length_penalty, batch_size, split_sentences, neighbours)
 
     def run(lines: list[str], bar: tqdm | None = None) -> list[str]:
         progress = bar.update if bar is not None else None
@@ -378,6 +372,21 @@ def translate(
         output.write_text(result, encoding="utf-8")
     else:
         sys.stdout.write(result)
+
+
+def _options(
+    beam: int, length_penalty: float, batch_size: int, split_sentences: bool, neighbours: int
+) -> Any:
+    """The command line's decoding options as the pipeline's one `DecodeOptions`."""
+    from models.translator import DecodeOptions
+
+    return DecodeOptions(
+        beam_size=beam,
+        length_penalty=length_penalty,
+        batch_size=batch_size,
+        split_sentences=split_sentences,
+        neighbours_k=neighbours,
+    )
 
 
 def _domain_retriever(domain: str, stores: Path | None, encoder: Path | None, served: LoadedBundle):
@@ -447,7 +456,7 @@ def evaluate_cmd(
     from models.bundle import load_bundle, update_eval
     from models.evaluate import evaluate, markdown_table, write_report
     from models.results import ResultsError, append_record, eval_records, git_state, read_records
-    from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
+    from models.translator import DEFAULT_BUNDLE, Translator
 
     bundle = model or DEFAULT_BUNDLE
     started_at = git_state()  # the code that produces the numbers, not a later commit
@@ -487,13 +496,7 @@ def evaluate_cmd(
     # "run-lp2.0" keeps its dot (a given .json or .md ending is dropped first)
     stem = (out.with_suffix("") if out.suffix in (".json", ".md") else out) if out else None
     hyp_dir = stem.parent / f"{stem.name}-hyps" if stem else None
-    options = DecodeOptions(
-        beam_size=beam,
-        length_penalty=length_penalty,
-        batch_size=batch_size,
-        split_sentences=split_sentences,
-        neighbours_k=neighbours,
-    )
+    options = _options(beam, length_penalty, batch_size, split_sentences, neighbours)
     results = evaluate(
         translator,
         data,
