@@ -4,6 +4,8 @@ bundle, beside the bundle's weights on disk, in one run (Linux: read from /proc)
     python -m benchmarks.model_memory                       # the committed bundles
     python -m benchmarks.model_memory --models-dir DIR      # and every bundle in DIR
 
+`--results FILE` appends one "model-memory" record per bundle loaded (`models.results`).
+
 A loaded bundle should cost about its float32 weights (4 bytes a parameter) and no second copy:
 the ratio column is RSS added over float32 weight bytes.
 """
@@ -16,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from benchmarks._common import machine
+from benchmarks._common import machine, run_fields, write_record
+from index_builder.retrieval.encoder import bundle_sha256
 from models.bundle import WEIGHTS_FILE
 from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE
 from service.registry import ModelRegistry, bundle_dirs
@@ -33,7 +36,9 @@ def rss_mib() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--models-dir", type=Path, default=None)
+    ap.add_argument("--results", type=Path, help="append one record per bundle loaded here")
     args = ap.parse_args()
+    base = run_fields("model-memory")
     torch.set_num_threads(1)
     paths = [DEFAULT_BUNDLE, BASELINE_BUNDLE, *bundle_dirs(args.models_dir)]
     registry = ModelRegistry("cpu")
@@ -56,6 +61,17 @@ def main() -> None:
         print(
             f"| {name} | {params:,} | {disk:.1f} | {fp32:.1f} | {after - before:.1f} "
             f"| {(after - before) / fp32:.2f}x |"
+        )
+        write_record(
+            args.results,
+            base,
+            bundle={"name": name, "sha256": bundle_sha256(loaded.manifest)},
+            order=i,
+            parameters=params,
+            disk_mib=round(disk, 1),
+            fp32_mib=round(fp32, 1),
+            rss_added_mib=round(after - before, 1),
+            ratio=round((after - before) / fp32, 2),
         )
         before = after
     total, n = before - start, len(paths) + 1
