@@ -38,8 +38,8 @@ def main() -> None:
     ap.add_argument("--models-dir", type=Path, default=None)
     ap.add_argument("--results", type=Path, help="append one record per bundle loaded here")
     args = ap.parse_args()
-    base = run_fields("model-memory")
     torch.set_num_threads(1)
+    base = run_fields("model-memory")
     paths = [DEFAULT_BUNDLE, BASELINE_BUNDLE, *bundle_dirs(args.models_dir)]
     registry = ModelRegistry("cpu")
     print(f"machine: {machine()}; torch {torch.__version__}")
