@@ -177,7 +177,9 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor:
         """Attend `query (B, T, D)` to S keys; returns `(B, T, D)`.
 
-        key_padding_mask: `(B, S)` bool, True where the key is padding and must be ignored.
+        key_padding_mask: `(B, S)` bool, True where the key is padding and must be ignored; or
+        `(B, T, S)`, True where query t must ignore key s (a block mask, e.g. words attending
+        within themselves).
         causal: query i (the last T of S positions) sees keys up to its own position.
         """
         if kv is None:
@@ -228,7 +230,9 @@ class MultiHeadAttention(nn.Module):
 
         mask: Tensor | None = None
         is_causal = False
-        if key_padding_mask is not None:
+        if key_padding_mask is not None and key_padding_mask.dim() == 3:  # per query (B, T, S)
+            mask = ~key_padding_mask[:, None, :, :]  # (B, 1, T, S) True = may attend
+        elif key_padding_mask is not None:
             mask = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, S) True = may attend
         if causal and t > 1:  # a single query at the end of the sequence may see every key
             if mask is None and t == s:
@@ -341,7 +345,8 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, src_pad: Tensor) -> Tensor:
-        """x `(B, S, D)`, src_pad `(B, S)` True at padding -> `(B, S, D)`."""
+        """x `(B, S, D)`, src_pad `(B, S)` True at padding (or `(B, S, S)`, True where query i
+        may not see key j) -> `(B, S, D)`."""
         h = self.self_attn_norm(x)
         x = x + self.dropout(self.self_attn(h, key_padding_mask=src_pad))
         return x + self.dropout(self.ffn(self.ffn_norm(x)))

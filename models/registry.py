@@ -14,6 +14,7 @@ from typing import Any
 
 from torch import nn
 
+from models.byte_fusion import ByteFusionConfig, ByteFusionTransformer
 from models.semiparametric import SemiParametricConfig, SemiParametricModel
 from models.transformer import Transformer, TransformerConfig
 
@@ -58,6 +59,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     "semiparametric": Architecture(
         SemiParametricConfig, SemiParametricModel, reads=("sentence-pairs",)
     ),
+    "byte-fusion": Architecture(ByteFusionConfig, ByteFusionTransformer),
 }
 
 
