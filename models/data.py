@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from models.artifacts import sha256_file
-from models.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from models.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, tokenizer_id
 
 
 @dataclass
@@ -72,7 +72,7 @@ def encode_corpus(
     """
     key = None
     if cache_dir is not None:
-        parts = [sha256_file(p)[:16] for p in (src_file, tgt_file, tok.model_file)]
+        parts = [sha256_file(p)[:16] for p in (src_file, tgt_file)] + [tokenizer_id(tok)[:16]]
         key = Path(cache_dir) / f"enc2-{'-'.join(parts)}-{max_len}"
         if (key / "done").is_file():
             arrays = [np.load(key / f"{n}.npy") for n in ("si", "so", "ti", "to", "ln")]
@@ -147,7 +147,7 @@ def encode_neighbours(
     `max_len`; a neighbour with an empty side is dropped (the model cannot read it)."""
     key = None
     if cache_dir is not None:
-        parts = [sha256_file(p)[:16] for p in (path, tok.model_file)]
+        parts = [sha256_file(path)[:16], tokenizer_id(tok)[:16]]
         key = Path(cache_dir) / f"nb-{'-'.join(parts)}-{k}-{max_len}"
         if (key / "done").is_file():
             arrays = [np.load(key / f"{n}.npy") for n in ("off", "si", "so", "ti", "to", "ln")]

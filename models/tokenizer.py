@@ -10,6 +10,7 @@ Ids 0-3 are fixed in both: pad, bos, eos, unk.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import unicodedata
 from collections.abc import Iterable
@@ -95,6 +96,14 @@ class ByteTokenizer:
 
     def pieces(self, text: str, lang: str) -> list[str]:
         return [chr(b) if b < 128 else f"<0x{b:02X}>" for b in self.normalize(text, lang).encode()]
+
+
+def tokenizer_id(tok: Tokenizer | ByteTokenizer) -> str:
+    """What identifies a tokenizer's ids (cache keys, checkpoints that must agree): the
+    SentencePiece model file's sha256, or "bytes"."""
+    if isinstance(tok, ByteTokenizer):
+        return "bytes"
+    return hashlib.sha256(Path(tok.model_file).read_bytes()).hexdigest()
 
 
 def load_tokenizer(kind: str, model_file: Path | str | None = None) -> Tokenizer | ByteTokenizer:

@@ -2,8 +2,8 @@
 
 A run directory holds the tokenizer, cached encoded data and `ckpt-<step>/` checkpoints
 (safetensors + JSON, written atomically). Running the same command again resumes from the
-newest checkpoint; the run ends at `max_steps` or `max_hours` and writes a bundle made of
-the average of the last checkpoints.
+newest checkpoint; the run ends at `max_steps`, `max_hours` or `max_epochs` and writes a bundle
+made of the average of the last checkpoints.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from models.data import (
 from models.devices import cpu_bf16_speedup
 from models.registry import ARCHITECTURES, build_model
 from models.semiparametric import Neighbours, SemiParametricConfig, from_transformer
-from models.tokenizer import PAD_ID, Tokenizer
+from models.tokenizer import PAD_ID, ByteTokenizer, Tokenizer, tokenizer_id
 from models.translator import TOKENIZER_FILE, DecodeOptions, Translator
 
 Log = Callable[[str], None]
@@ -61,6 +61,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     max_steps: int = 100_000
     max_hours: float = 0.0  # 0: no time limit
+    max_epochs: int = 0  # whole passes over the data; 0: no limit (papers compare at equal epochs)
     max_len: int = 128  # longer training pairs (in sub-words) are dropped
     eval_every: int = 1000
     save_every: int = 1000
@@ -100,6 +101,9 @@ class TrainData:
     # `ragmt neighbours` output for train and dev (memory models only): one record per line
     train_neighbours: Path | None = None
     dev_neighbours: Path | None = None
+    # the pairs the trained model serves; None: (source_lang, target_lang). A many-to-English
+    # corpus mixes its sources in one file (source_lang "mul") and lists them here.
+    pairs: tuple[tuple[str, str], ...] | None = None
 
 
 def inverse_sqrt(step: int, warmup: int, peak: float) -> float:
@@ -263,14 +267,14 @@ def _warm_start(model: nn.Module, init: Path, arch: str, log: Log) -> str:
 
 # Budgets and numeric speed settings may change on resume; what shapes the model, the data
 # order or the schedule may not.
-RESUME_FREE = frozenset({"max_steps", "max_hours", "bf16", "threads"})
+RESUME_FREE = frozenset({"max_steps", "max_hours", "max_epochs", "bf16", "threads"})
 
 
 def train(
     run: Path,
     data: TrainData,
     cfg: TrainConfig,
-    tokenizer: Tokenizer,
+    tokenizer: Tokenizer | ByteTokenizer,
     log: Log = print,
     init: Path | None = None,
 ) -> dict[str, Any]:
@@ -366,7 +370,8 @@ def train(
     window_gates: list[float] = []
     step = state["step"]
     nb_rng = random.Random(cfg.seed * 7919 + step)  # the damaged self-neighbours' draws
-    while step < cfg.max_steps and time.time() < deadline:
+    epochs_left = (lambda: state["epoch"] < cfg.max_epochs) if cfg.max_epochs else (lambda: True)
+    while step < cfg.max_steps and time.time() < deadline and epochs_left():
         batches = token_batches(corpus, cfg.max_tokens, seed=cfg.seed * 1000 + state["epoch"])
         for b in range(state["batch_in_epoch"], len(batches)):
             if step >= cfg.max_steps or time.time() >= deadline:
@@ -448,14 +453,14 @@ def _check_soup(
     groups: list[list[Path]],
     states: list[dict[str, Any]],
     configs: list[dict[str, Any]],
-    tokenizer: Tokenizer,
+    tokenizer: Tokenizer | ByteTokenizer,
     average_last: int,
 ) -> None:
     """Refuse to average runs that are not one recipe from one start at one budget.
 
     Why: weights of independently initialised runs do not average into a model; runs started
     from the same bundle and trained alike for a short while do (a "model soup")."""
-    first, tok_sha = runs[0], sha256_file(tokenizer.model_file)
+    first, tok_sha = runs[0], tokenizer_id(tokenizer)
     for r, g, s, c in zip(runs, groups, states, configs, strict=True):
         if len(g) != len(groups[0]):  # each run weighs alike
             raise ValueError(
@@ -483,7 +488,7 @@ def finalize(
     run: Path | list[Path],
     out: Path,
     data: TrainData,
-    tokenizer: Tokenizer,
+    tokenizer: Tokenizer | ByteTokenizer,
     average_last: int,
     dtype: str = "float16",
     eval_scores: dict[str, Any] | None = None,
@@ -515,7 +520,7 @@ def finalize(
         "epochs": state["epoch"],
         "averaged_checkpoints": names,
         "dev_history": state["history"],
-        "tokenizer_sha256": sha256_file(tokenizer.model_file),
+        "tokenizer_sha256": tokenizer_id(tokenizer),  # "bytes" for a byte model
         # The weights it started from (--init), so a fine-tuned bundle names its parent.
         **{k: state[k] for k in ("init_weights_sha256",) if k in state},
     }
@@ -525,6 +530,8 @@ def finalize(
              "averaged_checkpoints": [p.name for p in g], "dev_history": s["history"]}
             for r, g, s, c in zip(runs, groups, states, configs, strict=True)
         ]  # fmt: skip
+    byte_level = isinstance(tokenizer, ByteTokenizer)
+    pairs = data.pairs or ((data.source_lang, data.target_lang),)
     with open(data.train_src, "rb") as f:
         sentences = sum(1 for _ in f)
     # what a user reads to know what the model knows: its domain (the train file's directory,
@@ -537,8 +544,10 @@ def finalize(
         out,
         model,
         state["arch"],
-        languages={"source": data.source_lang, "target": data.target_lang},
-        extra_files={TOKENIZER_FILE: tokenizer.model_file},
+        languages={"source": pairs[0][0], "target": pairs[0][1]},
+        pairs=pairs,
+        extra_files={} if byte_level else {TOKENIZER_FILE: tokenizer.model_file},
+        tokenizer="bytes" if byte_level else "sentencepiece",
         training_data=data.data_manifest_hash,
         trained_on=trained_on,
         eval_scores=eval_scores,

@@ -8,6 +8,7 @@ from its bundle's manifest (`models.bundle.model_card`), never from its architec
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +116,21 @@ class Translator:
             uses_memory=card.uses_memory,
             card=card,
         )
+
+    def for_pair(self, source: str, target: str) -> Translator:
+        """This translator for another of the model's pairs (a many-to-English model serves
+        each source): the same model and tokenizer, the pair's languages. ValueError naming
+        the pairs when the model does not translate it."""
+        if (source, target) == (self.source_lang, self.target_lang):
+            return self
+        own = ((self.source_lang, self.target_lang),)
+        pairs = self.card.pairs if self.card is not None else own
+        if (source, target) not in pairs:
+            served = ", ".join(f"{s}->{t}" for s, t in pairs)
+            raise ValueError(f"the model translates {served}, not {source}->{target}")
+        other = copy.copy(self)
+        other.source_lang, other.target_lang = source, target
+        return other
 
     @staticmethod
     def _autocast(device: torch.device) -> contextlib.AbstractContextManager:

@@ -182,6 +182,7 @@ def _train_data(
         _fail(f"{data} is not prepared data: no manifest.json (run `ragmt data prepare`)")
     manifest = json.loads(manifest_file.read_text())
     src_lang, tgt_lang = manifest["languages"]["source"], manifest["languages"]["target"]
+    pairs = tuple((s, t) for s, t in manifest["pairs"]) if "pairs" in manifest else None
     d = data / domain
     return TrainData(
         d / f"train.{src_lang}",
@@ -193,6 +194,7 @@ def _train_data(
         sha256_file(manifest_file),
         train_neighbours,
         dev_neighbours,
+        pairs,
     )
 
 
@@ -209,6 +211,9 @@ def train(
     max_hours: float = typer.Option(None, help="override the config's time budget"),
     max_steps: int = typer.Option(None, help="override the config's step budget"),
     vocab_size: int = typer.Option(8000, help="joint SentencePiece vocabulary"),
+    tokenizer: str = typer.Option(
+        "sentencepiece", help="sentencepiece (trained on the data) or bytes (UTF-8, no vocabulary)"
+    ),
     init: Path = typer.Option(
         None,
         help="bundle to start from: one of the same architecture is fine-tuned, a baseline "
@@ -220,7 +225,7 @@ def train(
     dev_neighbours: Path = typer.Option(None, help="the same for the dev split"),
 ) -> None:
     """Train a model on <data>/<domain>, resuming from the run's newest checkpoint."""
-    from models.tokenizer import Tokenizer, train_tokenizer
+    from models.tokenizer import ByteTokenizer, Tokenizer, train_tokenizer
     from models.train import TrainConfig, finalize
     from models.train import train as run_training
 
@@ -234,11 +239,16 @@ def train(
         cfg = TrainConfig.from_dict(overrides)
     except (TypeError, ValueError) as e:
         _fail(f"{config}: {e}")
+    if tokenizer not in ("sentencepiece", "bytes"):
+        _fail(f"--tokenizer must be sentencepiece or bytes, got {tokenizer!r}")
     spm_file = run / "spm.model"
-    if init is not None and not spm_file.is_file():
+    if tokenizer == "bytes":
+        tok: Any = ByteTokenizer()
+    elif init is not None and not spm_file.is_file():
         run.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(init / "spm.model", spm_file)  # warm start: the same sub-words
-    if spm_file.is_file():
+        tok = Tokenizer(spm_file)
+    elif spm_file.is_file():
         tok = Tokenizer(spm_file)
     else:
         _log("training the joint SentencePiece model")
@@ -447,6 +457,9 @@ def evaluate_cmd(
         None, "--results", help="append one self-describing record per domain (JSON Lines)"
     ),
     system: str = typer.Option(None, help="the records' system label (default: bundle's name)"),
+    source_lang: str = typer.Option(
+        None, help="the source language, for a model of several pairs (default: its first)"
+    ),
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
     from index_builder.retrieval.encoder import bundle_sha256
@@ -465,6 +478,11 @@ def evaluate_cmd(
     except ArtifactError as e:
         _fail(str(e))
     translator = Translator.from_loaded(loaded)
+    if source_lang is not None:
+        try:
+            translator = translator.for_pair(source_lang, translator.target_lang)
+        except ValueError as e:
+            _fail(str(e))
     if store is not None and stores is None:
         _fail("--store needs --stores")
     if stores is not None and not translator.uses_memory:

@@ -96,6 +96,7 @@ class BatchKey:
 
     model: str
     options: DecodeOptions = field(default_factory=DecodeOptions)
+    pair: tuple[str, str] | None = None  # one of the model's pairs; None: its first
 
 
 def _ms(start: float) -> float:
@@ -186,13 +187,14 @@ class TranslationEngine:
         """The pipeline's decode step (blocking, one decode at a time)."""
         model = self.registry.get(key.model)
         with self._decode_lock:
-            return pipeline.decode(model.translator, sentences, key.options, pairs, sources)
+            translator = model.translator.for_pair(*key.pair) if key.pair else model.translator
+            return pipeline.decode(translator, sentences, key.options, pairs, sources)
 
     async def _decode(
-        self, model: LoadedModel, options: DecodeOptions, prepared: Prepared
+        self, model: LoadedModel, options: DecodeOptions, prepared: Prepared, pair: tuple[str, str]
     ) -> list[Translation]:
         """Through the shared batches when called on the app's loop, else directly (CLI)."""
-        key = BatchKey(model.name, options)
+        key = BatchKey(model.name, options, pair)
         args = (prepared.sentences, prepared.pairs, prepared.sources)
         if self._on_loop():
             assert self._batcher is not None
@@ -241,6 +243,7 @@ class TranslationEngine:
         start = time.perf_counter()
         model, domain, options = self._check(req)
         pair = (req.source_lang, req.target_lang)
+        translator = model.translator.for_pair(*pair)  # the routed pair is one of its own
         texts = list(req.texts)
         lease = self._lease(domain, pair)  # held until the last decoding step below
         retrieval_ms = decode_ms = 0.0
@@ -266,10 +269,10 @@ class TranslationEngine:
                 retrieve = None
                 if lease is not None:  # a dense store's search runs torch: one at a time
                     lock = self._decode_lock if lease.store.uses_model else None
-                    retrieve = retrieve_with(model.translator, lease.retriever, lock)
+                    retrieve = retrieve_with(translator, lease.retriever, lock)
                 prepared = await anyio.to_thread.run_sync(
                     pipeline.prepare,
-                    model.translator,
+                    translator,
                     [texts[i] for i in todo],
                     options,
                     retrieve,
@@ -279,7 +282,7 @@ class TranslationEngine:
                 if prepared.hits is not None:
                     self.metrics.retrieval.labels(domain).observe(retrieval_ms / 1000)
                 t0 = time.perf_counter()
-                decoded = await self._decode(model, options, prepared)
+                decoded = await self._decode(model, options, prepared, pair)
                 decode_ms = _ms(t0)
                 fresh = []
                 for i, out in zip(todo, pipeline.finish(prepared, decoded), strict=True):

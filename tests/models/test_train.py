@@ -248,3 +248,39 @@ def test_averaging_refuses_runs_of_other_recipes(
     with pytest.raises(ValueError, match="has 1 of the last 2 checkpoints"):
         avg([one, shorter], 2)
     assert not (tmp_path / "out").exists()  # nothing written by a refused average
+
+
+def test_a_byte_model_trains_for_whole_epochs_into_a_bundle_of_its_pairs(
+    toy_data: Path, tmp_path: Path
+) -> None:
+    """`max_epochs` stops after whole passes; a byte model's bundle has no tokenizer file, and
+    a many-to-one corpus's pairs are the bundle's (each served by `for_pair`)."""
+    from models.tokenizer import ByteTokenizer
+
+    d = toy_data
+    data = TrainData(
+        d / "train.en", d / "train.de", d / "dev.en", d / "dev.de", "mul", "de", "x",
+        pairs=(("en", "de"), ("nl", "de")),
+    )  # fmt: skip
+    cfg = TrainConfig(
+        arch="byte-fusion",
+        model={**TINY, "fusion": "wsf", "fusion_layers": 1},
+        max_tokens=8192,
+        max_epochs=1,
+        warmup=10,
+        save_every=5,
+        eval_every=10_000,
+        average_last=2,
+    )
+    run = tmp_path / "run"
+    state = train(run, data, cfg, ByteTokenizer(), log=lambda s: None)
+    assert state["epoch"] == 1 and state["batch_in_epoch"] == 0
+    manifest = finalize(run, tmp_path / "bundle", data, ByteTokenizer(), 2, log=lambda s: None)
+    assert manifest["tokenizer"] == {"kind": "bytes"} and "spm.model" not in manifest["files"]
+    assert manifest["pairs"] == [["en", "de"], ["nl", "de"]]
+    assert manifest["languages"] == {"source": "en", "target": "de"}
+    assert manifest["trained_on"] == {"data_sha256": "x", "domains": {d.name: 3000}}
+    translator = Translator.from_bundle(tmp_path / "bundle")
+    assert translator.for_pair("nl", "de").source_lang == "nl"
+    with pytest.raises(ValueError, match="translates en->de, nl->de, not fr->de"):
+        translator.for_pair("fr", "de")
