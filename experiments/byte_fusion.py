@@ -1,7 +1,8 @@
 """Local byte fusion against the vanilla byte model (and a subword baseline) on a Bible-M2O set:
 train each system for the same number of epochs, then score it per source language on the
 clean and the noisy test sources, one self-describing record per system, language and test set
-(`ragmt eval --results`). Each step resumes: run it again after an interruption.
+(`ragmt eval --results`; hypotheses in `<runs>/<system>/eval-<source>-hyps/` for
+`experiments/paired_bootstrap.py`). Each step resumes: run it again after an interruption.
 
     python experiments/m2o_data.py --bible data/bible --out data/m2o-4-nt --nt \\
         --test-verses 300 --noise 0.05,0.1
@@ -56,7 +57,7 @@ def main() -> None:
             run([*ragmt, "eval", "--model", str(bundle), "--data", str(args.data),
                  "--domains", ",".join(test_sets), "--source-lang", source,
                  "--beam", str(args.beam), "--results", str(args.results),
-                 "--system", system])  # fmt: skip
+                 "--system", system, "--out", str(run_dir / f"eval-{source}")])  # fmt: skip
 
 
 if __name__ == "__main__":

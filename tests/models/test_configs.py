@@ -25,3 +25,18 @@ def test_semiparametric_config_warm_starts_from_the_baseline_config() -> None:
     assert warm.uses_memory and not baseline.uses_memory
     assert 0 < mem.neighbours <= model.config.max_neighbours
     assert base.max_len == mem.max_len
+
+
+def test_the_bible_m2o_configs_share_one_body_and_one_epoch_budget() -> None:
+    """Byte models differ only in their fusion; the subword baseline has the same body; all
+    train for the same number of epochs (the paper's protocol)."""
+    byte = {f: _config(f"byte-{f}-m2o.json") for f in ("none", "ncf", "wsf")}
+    subword = _config("subword-m2o.json")
+    body = ("d_model", "n_heads", "enc_layers", "dec_layers", "d_ff", "dropout")
+    for cfg in (*byte.values(), subword):
+        assert {k: cfg.model[k] for k in body} == {k: subword.model[k] for k in body}
+        assert cfg.max_epochs == subword.max_epochs > 0 and cfg.lr == subword.lr
+    for fusion, cfg in byte.items():
+        model = build_model(cfg.arch, {"max_len": cfg.max_len + 2, **cfg.model})
+        assert model.config.fusion == fusion and model.config.vocab_size == 260
+    assert byte["ncf"].model["fusion_layers"] == 4 and byte["wsf"].model["fusion_layers"] == 2
