@@ -88,6 +88,7 @@ def eval_record(
     bundle: Mapping[str, Any],
     decoding: Mapping[str, Any],
     store: Mapping[str, Any] | None,
+    languages: tuple[str, str] | None = None,
     data: Mapping[str, Any] | None,
     git: Mapping[str, Any] | None,
     date: str | None = None,
@@ -103,6 +104,8 @@ def eval_record(
         "system": system,
         "domain": domain,
         "split": split,
+        # the pair scored: a model may serve several (a many-to-English byte model)
+        "languages": {"source": languages[0], "target": languages[1]} if languages else None,
         "bundle": dict(bundle),
         "decoding": dict(decoding),
         "store": dict(store) if store is not None else None,
@@ -153,6 +156,7 @@ def eval_records(
             decoding=decoding,
             store=store_info(store_dirs[domain], store_label) if domain in store_dirs else None,
             data=data_info(data_dir, domain, split, *languages),
+            languages=languages,
             git=git,
             date=date,
         )
