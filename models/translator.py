@@ -190,7 +190,7 @@ class Translator:
             source = _source_state(made, src, self.model.config.pad_id) if made else None
             row_gates: list[float | None] | None = [] if gates and nb is not None else None
             with torch.inference_mode(), self._autocast(src.device):
-                hyps = strategy(self.model, src, options, nb, source, row_gates)
+                hyps = strategy(self.model, DecodeBatch(src, options, nb, source, row_gates))
             for j, (i, hyp) in enumerate(zip(chunk, hyps, strict=True)):
                 gate = None if row_gates is None else row_gates[j]
                 out[i] = Translation(self.tokenizer.decode(hyp), gate)
@@ -254,49 +254,47 @@ class Translator:
         return Neighbours.from_lists(pairs, pad_id=c.pad_id)
 
 
-def _autoregressive(
-    model: nn.Module,
-    src: Tensor,
-    options: DecodeOptions,
-    neighbours: Neighbours | None,
-    source: EncoderState | None,
-    gates: list[float | None] | None,
-) -> list[list[int]]:
+@dataclass(frozen=True)
+class DecodeBatch:
+    """One length-sorted batch as a decoding strategy sees it."""
+
+    src: Tensor  # (B, S) right-padded ids
+    options: DecodeOptions
+    neighbours: Neighbours | None  # retrieved pairs, for a model that reads them
+    source: EncoderState | None  # the source's encoding when retrieval made it
+    gates: list[float | None] | None  # filled with each row's mean gate when not None
+
+
+def _autoregressive(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
     """Beam search, or greedy search at beam 1; with `gates` to fill, beam 1 stands in for
     greedy (its exact output) because beam search sums the gate as it decodes."""
-    if options.beam_size <= 1 and gates is None:
+    o = b.options
+    if o.beam_size <= 1 and b.gates is None:
         return greedy(
-            model, src, options.max_len_a, options.max_len_b, neighbours=neighbours, source=source
+            model, b.src, o.max_len_a, o.max_len_b, neighbours=b.neighbours, source=b.source
         )
     return beam_search(
         model,
-        src,
-        beam_size=options.beam_size,
-        length_penalty=options.length_penalty,
-        max_len_a=options.max_len_a,
-        max_len_b=options.max_len_b,
-        neighbours=neighbours,
-        gates=gates,
-        source=source,
+        b.src,
+        beam_size=o.beam_size,
+        length_penalty=o.length_penalty,
+        max_len_a=o.max_len_a,
+        max_len_b=o.max_len_b,
+        neighbours=b.neighbours,
+        gates=b.gates,
+        source=b.source,
     )
 
 
-def _ctc(
-    model: nn.Module,
-    src: Tensor,
-    options: DecodeOptions,
-    neighbours: Neighbours | None,
-    source: EncoderState | None,
-    gates: list[float | None] | None,
-) -> list[list[int]]:
+def _ctc(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
     """One non-autoregressive pass, best path collapsed; no beam, no memory, no gate."""
-    if gates is not None:
-        gates.extend([None] * src.size(0))
-    return ctc_greedy(model, src)
+    if b.gates is not None:
+        b.gates.extend([None] * b.src.size(0))
+    return ctc_greedy(model, b.src)
 
 
 # Decoding strategy by the name a bundle declares (models.registry.DECODING_KINDS).
-Strategy = Callable[..., list[list[int]]]
+Strategy = Callable[[nn.Module, DecodeBatch], list[list[int]]]
 STRATEGIES: dict[str, Strategy] = {"autoregressive": _autoregressive, "ctc": _ctc}
 
 
