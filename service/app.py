@@ -104,6 +104,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     engine.domains = manager
     engine.results = ResultCache(backends.cache, settings.cache_ttl_s, service.metrics)
     await anyio.to_thread.run_sync(engine.load_models, settings.bundle_paths)
+    for pair, name in settings.pair_defaults.items():
+        try:
+            engine.registry.set_default(pair, name)
+        except ValueError as e:  # a setting that names the wrong model stops the start
+            raise RuntimeError(f"RAGMT_DEFAULT_MODELS: {e}") from None
     await anyio.to_thread.run_sync(service.langid.load)
     await manager.start()
     service.domains = manager

@@ -116,6 +116,17 @@ class ModelRegistry:
                 log.info("loaded model %s from %s", loaded[-1].name, path)
         return loaded
 
+    def set_default(self, pair: Pair, name: str) -> None:
+        """Make `name` the default model of `pair`; ValueError when it is not served or does
+        not translate the pair (an operator's setting names what is wrong)."""
+        if name not in self._models:
+            known = ", ".join(sorted(self._models))
+            raise ValueError(f"{pair[0]}-{pair[1]}={name}: no served model {name}; served: {known}")
+        if pair not in self._models[name].pairs:
+            pairs = ", ".join(f"{s}->{t}" for s, t in self._models[name].pairs)
+            raise ValueError(f"{pair[0]}-{pair[1]}={name}: {name} translates {pairs} only")
+        self._defaults[pair] = name
+
     def _refuse(self, path: Path, reason: str) -> None:
         self.failed[path.name] = reason
         if not self._models and self.not_ready_reason in (None, "model not loaded yet"):

@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     # Models and decoding
     model_path: Path | None = None  # None: the committed bundles (memory model first)
     models_dir: Path | None = None  # every bundle directory in it is served too
+    # "en-de=baseline_bundle,...": a pair's default model other than the first loaded for it
+    default_models: CommaList = []
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")  # auto: CUDA if present
     max_texts: int = Field(64, ge=1)
     max_chars: int = Field(2000, ge=1)
@@ -77,12 +79,32 @@ class Settings(BaseSettings):
     batch_wait_ms: float = Field(5.0, ge=0)  # how long a batch waits for company
     drain_timeout_s: float = Field(30.0, ge=0)  # shutdown: wait this long for in-flight work
 
-    @field_validator("domains", "required_domains", "api_keys", mode="before")
+    @field_validator("domains", "required_domains", "api_keys", "default_models", mode="before")
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [v.strip() for v in value.split(",") if v.strip()]
         return value
+
+    @field_validator("default_models")
+    @classmethod
+    def _pair_defaults(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            pair, _, name = entry.partition("=")
+            source, _, target = pair.partition("-")
+            if not (source and target and name):
+                raise ValueError(f"default_models: {entry!r} is not SOURCE-TARGET=MODEL")
+        return value
+
+    @property
+    def pair_defaults(self) -> dict[tuple[str, str], str]:
+        """`default_models` as {(source, target): model name}."""
+        out = {}
+        for entry in self.default_models:
+            pair, _, name = entry.partition("=")
+            source, _, target = pair.partition("-")
+            out[(source, target)] = name
+        return out
 
     @field_validator("domains", "required_domains")
     @classmethod

@@ -128,3 +128,29 @@ def test_a_bundle_card_says_what_it_is_and_contradictions_are_refused(models_dir
     old = {k: v for k, v in manifest.items() if k not in ("pairs", "tokenizer", "decoding")}
     with pytest.raises(Exception, match="SentencePiece file"):
         model_card(old)
+
+
+async def test_an_operator_chooses_a_pairs_default_model(
+    memory_bundle: Path, models_dir: Path
+) -> None:
+    settings = Settings(
+        model_path=memory_bundle, models_dir=models_dir, default_models="en-de=baseline"
+    )
+    async with running(create_app(settings)) as c:
+        models = {m["name"]: m for m in (await c.get("/info")).json()["models"]}
+        assert models["baseline"]["default_for"] == [["en", "de"]]
+        assert models[memory_bundle.name]["default_for"] == []
+        resp = await c.post("/v1/translate", json={"texts": ["red house"]})
+        assert resp.json()["results"][0]["model"] == "baseline"
+        assert resp.json()["results"][0]["translation"] == gloss("red house")
+    for wrong, says in (
+        ("en-de=upper-ar", "upper-ar translates de->en only"),
+        ("en-de=nope", "no served model nope"),
+    ):
+        app = create_app(Settings(model_path=memory_bundle, models_dir=models_dir,
+                                  default_models=wrong))  # fmt: skip
+        with pytest.raises(RuntimeError, match=f"RAGMT_DEFAULT_MODELS: {wrong}: {says}"):
+            async with running(app):
+                pass
+    with pytest.raises(ValueError, match="is not SOURCE-TARGET=MODEL"):
+        Settings(default_models="en=baseline")
