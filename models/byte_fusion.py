@@ -27,7 +27,6 @@ a batch. The decoder is the Transformer's, over bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -81,10 +80,6 @@ class ByteFusionConfig(TransformerConfig):
                 )
             if self.tie_embeddings:
                 raise ValueError("one-hot embeddings have a learned, untied output layer")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ByteFusionConfig:
-        return super().from_dict(d)  # type: ignore[return-value]
 
 
 def repeat_cut(f: Tensor, n: int, length: int) -> Tensor:

@@ -10,7 +10,6 @@ Ids 0-3 are fixed in both: pad, bos, eos, unk.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import unicodedata
 from collections.abc import Iterable
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 from sacremoses import MosesPunctNormalizer
+
+from models.artifacts import sha256_file
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 BYTE_OFFSET = 4  # byte b is id b + 4 in a byte tokenizer
@@ -103,7 +104,7 @@ def tokenizer_id(tok: Tokenizer | ByteTokenizer) -> str:
     SentencePiece model file's sha256, or "bytes"."""
     if isinstance(tok, ByteTokenizer):
         return "bytes"
-    return hashlib.sha256(Path(tok.model_file).read_bytes()).hexdigest()
+    return sha256_file(tok.model_file)
 
 
 def load_tokenizer(kind: str, model_file: Path | str | None = None) -> Tokenizer | ByteTokenizer:

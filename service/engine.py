@@ -143,10 +143,6 @@ class TranslationEngine:
     def models(self) -> list[LoadedModel]:
         return self.registry.models
 
-    def load(self, path: Path, name: str | None = None) -> LoadedModel:
-        """Verify and load one bundle (slow; call from a thread). Raises ArtifactError."""
-        return self._register(self.registry.load(path, name))
-
     def load_models(self, paths: list[Path]) -> None:
         """Load every bundle; one that fails is logged and skipped, the rest served."""
         for loaded in self.registry.load_all(paths):

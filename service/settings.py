@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from index_builder.store import DOMAIN_PATTERN, DOMAIN_RE, check_domain
 from models import defaults
 from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE
+from service.registry import bundle_dirs
 
 __all__ = ["DOMAIN_PATTERN", "DOMAIN_RE", "VERSION_PATTERN", "VERSION_RE", "Settings"]
 # Store version ids (index_builder.store names them `<UTC time>Z-<hash>`); never a path.
@@ -141,9 +142,7 @@ class Settings(BaseSettings):
         first = (
             [self.model_path] if self.model_path is not None else [DEFAULT_BUNDLE, BASELINE_BUNDLE]
         )
-        more = []
-        if self.models_dir is not None and self.models_dir.is_dir():
-            more = sorted(p for p in self.models_dir.iterdir() if (p / "manifest.json").is_file())
+        more = bundle_dirs(self.models_dir)
         seen = {p.resolve() for p in first}
         return first + [p for p in more if p.resolve() not in seen]
 
