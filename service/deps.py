@@ -4,8 +4,8 @@ Three kinds of route: public (health, info, metrics, docs, LibreTranslate's /lan
 client (translation and domain reads: an API key when `api_keys` is set, and the rate
 limit), admin (management: the admin key; 404 when none is configured). Keys come in
 `Authorization: Bearer <key>`, `X-API-Key` (client) or `X-Admin-Key` (admin) and are compared
-in constant time. Rate limits count per API key (hashed) or, without one, per client address;
-neither ever becomes a metric label or a log line.
+in constant time. Rate limits count per API key (hashed) where keys are required, otherwise
+per client address; neither ever becomes a metric label or a log line.
 """
 
 from __future__ import annotations
@@ -107,10 +107,7 @@ async def authorize_client(service: Service, request: Request, body_key: str | N
             service.metrics.rejections.labels("bad_api_key").inc()
             raise Forbidden("unknown API key")
     if settings.rate_limit > 0:
-        if given:
-            who = "k:" + hashlib.sha256(given.encode()).hexdigest()[:32]
-        else:
-            who = "a:" + (request.client.host if request.client else "unknown")
+        who = rate_identity(settings, request, given)
         limiter = service.require_backends().limiter
         try:
             allowed, wait = await limiter.hit(who, settings.rate_limit, settings.rate_window_s)
@@ -127,6 +124,15 @@ async def authorize_client(service: Service, request: Request, body_key: str | N
                 limit="rate_limit",
                 max=settings.rate_limit,
             )
+
+
+def rate_identity(settings: Settings, request: Request, given: str | None) -> str:
+    """Whom a request's rate budget belongs to: its API key only when keys are required (a
+    key that was checked); otherwise its client address, so a made-up key per request buys
+    no fresh budget."""
+    if settings.api_keys and given:
+        return "k:" + hashlib.sha256(given.encode()).hexdigest()[:32]
+    return "a:" + (request.client.host if request.client else "unknown")
 
 
 async def require_client(request: Request, service: ServiceDep) -> None:

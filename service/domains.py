@@ -5,8 +5,10 @@ Each domain serves one active store version. Activating a version loads and vali
 query) in a worker thread, and only then flips the pointer; a failure leaves the old version
 serving and is recorded. A per-domain lock serialises activations. Requests take a `Lease`
 on the version they were admitted with; a replaced version is closed when its last lease
-ends. The shared `Registry` holds the active version per domain; a change listener, a
-periodic reconcile and a reconcile on start make every replica converge on it.
+ends. The shared `Registry` holds the active version per domain and is the truth: an
+activation is recorded there before any replica serves it (refused, nothing changed, while the
+registry is unreachable), and a change listener, a periodic reconcile and a reconcile on start
+make every replica, and the ACTIVE files on disk, converge on it.
 """
 
 from __future__ import annotations
@@ -286,6 +288,12 @@ class DomainManager:
         if state.active is not None and state.active.version == version:
             return
         start = time.perf_counter()
+        self._flip(state, await self._prepare(state, version), start, remember)
+
+    async def _prepare(self, state: DomainState, version: str) -> LoadedStore:
+        """`version` loaded and verified, not yet serving (ActivationFailed, recorded, when it
+        cannot be); the caller holds `state.lock`."""
+        start = time.perf_counter()
         # A replaced version that requests still hold is verified and in memory: swapping
         # back to it (a quick rollback) takes it up again instead of loading a second copy.
         kept = next((x for x in state.retired if x.version == version and not x.closed), None)
@@ -312,16 +320,28 @@ class DomainManager:
                 version=version,
                 serving=state.active.version if state.active else None,
             ) from None
+        return loaded
+
+    def _unprepare(self, state: DomainState, loaded: LoadedStore) -> None:
+        """Drop a prepared version that will not serve after all (publishing it failed): a
+        fresh load is closed, a replaced version still leased goes back to the retired."""
+        self._retire(state, loaded)
+        self._count(state)
+
+    def _flip(
+        self, state: DomainState, loaded: LoadedStore, start: float, remember: bool = True
+    ) -> None:
+        """Make a prepared version the one requests are admitted with."""
         old, state.active = state.active, loaded
         seconds = time.perf_counter() - start
-        state.last_attempt = Attempt(version, time.time(), True, seconds)
+        state.last_attempt = Attempt(loaded.version, time.time(), True, seconds)
         self.metrics.swap_seconds.labels(state.name, "ok").observe(seconds)
         if old is not None:
             if remember:
                 state.history = [*state.history, old.version][-MAX_HISTORY:]
             self._retire(state, old)
         self._count(state)
-        log.info("domain %s now serves %s (%.3f s)", state.name, version, seconds)
+        log.info("domain %s now serves %s (%.3f s)", state.name, loaded.version, seconds)
 
     def _retire(self, state: DomainState, old: LoadedStore) -> None:
         old.retired = True
@@ -343,23 +363,52 @@ class DomainManager:
         n = len(state.retired) + (state.active is not None)
         self.metrics.loaded_versions.labels(state.name).set(n)
 
-    async def _publish(self, domain: str, version: str) -> None:
-        """Write the ACTIVE file, then the shared registry (which tells the other replicas)."""
-        await anyio.to_thread.run_sync(stores.set_active, self.stores_dir, domain, version)
+    async def _publish(self, state: DomainState, version: str, remember: bool = True) -> None:
+        """Make `version` the domain's active version everywhere, or nowhere.
+
+        The shared registry is the truth: a version is prepared (loaded, verified) here, then
+        recorded in the registry, and only then served here and written to the ACTIVE file.
+        While the registry cannot be reached an activation is refused with nothing changed,
+        so no replica, and no disk, holds a version the others would later undo. (A write
+        that reached the registry though its answer was lost is applied by the next
+        reconcile, here and on the other replicas, ACTIVE file included.) The caller holds
+        `state.lock`.
+        """
+        if state.active is not None and state.active.version == version:
+            await self._record(state.name, version)
+            return
+        start = time.perf_counter()
+        loaded = await self._prepare(state, version)
+        try:
+            await self._record(state.name, version)
+        except RegistryUnavailable:
+            self._unprepare(state, loaded)
+            raise
+        self._flip(state, loaded, start, remember)
+        await anyio.to_thread.run_sync(self._write_active, state.name, version)
+
+    async def _record(self, domain: str, version: str) -> None:
+        """Set the registry's version (which tells the other replicas); 503 while it is down."""
         try:
             await self.registry.set_active(domain, version)
         except Exception as e:
+            serving = self._states[domain].active
             raise RegistryUnavailable(
-                f"{domain} {version} is active here, but the shared registry is unavailable "
-                f"({type(e).__name__}); other replicas follow when it is back"
+                f"the shared registry is unavailable ({type(e).__name__}); nothing changed: "
+                f"{serving.version if serving else 'no version'} keeps serving; retry when "
+                "it is back"
             ) from None
 
+    def _write_active(self, domain: str, version: str) -> None:
+        """Point the ACTIVE file at `version` unless it already does (blocking)."""
+        if self._file_active(domain) != version:
+            stores.set_active(self.stores_dir, domain, version)
+
     async def activate(self, domain: str, version: str) -> DomainState:
-        """Load, validate and flip to `version` here, then publish it; idempotent."""
+        """Load, validate and publish `version`, then serve it (see `_publish`); idempotent."""
         state = self.state(domain)
         async with state.lock:
-            await self._switch(state, version)
-            await self._publish(domain, version)
+            await self._publish(state, version)
         return state
 
     async def rollback(self, domain: str) -> DomainState:
@@ -371,10 +420,9 @@ class DomainManager:
             target = state.history[-1] if state.history else self._older(domain, state)
             if target is None:
                 raise Conflict(f"domain {domain} has no version before {state.active.version}")
-            await self._switch(state, target, remember=False)
+            await self._publish(state, target, remember=False)
             if state.history and state.history[-1] == target:
                 state.history.pop()
-            await self._publish(domain, target)
         return state
 
     def _older(self, domain: str, state: DomainState) -> str | None:
@@ -425,13 +473,14 @@ class DomainManager:
             log.warning("registry unavailable (%s); keeping to the ACTIVE files", e)
             return None
 
-    async def desired(self, domain: str) -> str | None:
-        """The version `domain` should serve: the registry's, else its ACTIVE file's."""
+    async def desired(self, domain: str) -> tuple[str | None, bool]:
+        """The version `domain` should serve, and whether the shared registry named it (else
+        its ACTIVE file did, or nothing)."""
         shared = await self._shared()
         version = (shared or {}).get(domain)
-        if version is None:
-            version = await anyio.to_thread.run_sync(self._file_active, domain)
-        return version
+        if version is not None:
+            return version, True
+        return await anyio.to_thread.run_sync(self._file_active, domain), False
 
     async def reconcile(self, domain: str | None = None, retry_failed: bool = True) -> None:
         """Load whatever differs from the desired versions; failures are recorded, not raised.
@@ -451,7 +500,7 @@ class DomainManager:
         for name in names:
             state = self._states.get(name) or self._states.setdefault(name, DomainState(name))
             async with state.lock:
-                version = await self.desired(name)
+                version, shared = await self.desired(name)
                 if version is None:
                     continue
                 last = state.last_attempt
@@ -460,7 +509,12 @@ class DomainManager:
                 try:
                     await self._switch(state, version)
                 except ActivationFailed:
-                    pass  # recorded in state.last_attempt and the metrics
+                    continue  # recorded in state.last_attempt and the metrics
+                if shared:  # the disk follows the registry (e.g. after a lost answer)
+                    try:
+                        await anyio.to_thread.run_sync(self._write_active, name, version)
+                    except Exception as e:
+                        log.warning("ACTIVE file of %s not updated: %s", name, self._safe(e))
 
     def missing(self, required: list[str]) -> list[str]:
         """The required domains without an active version loaded."""

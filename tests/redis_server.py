@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 SHARED_PORT = 6379
 MISSING = "needs redis-server (Debian package redis-server) or a Redis on 127.0.0.1:6379"
@@ -42,10 +43,13 @@ def answers(port: int, timeout: float = 1.0) -> bool:
 
 
 class RedisServer:
-    """A throwaway redis-server without persistence, stoppable and restartable."""
+    """A throwaway redis-server, stoppable and restartable; without `data_dir` it keeps
+    nothing, with one it persists every write (append-only file, fsync always) across a stop
+    and start, as a deployed Redis does."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, data_dir: Path | None = None) -> None:
         self.port = port
+        self.data_dir = data_dir
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -54,7 +58,12 @@ class RedisServer:
 
     def start(self) -> None:
         cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
-        cmd += ["--save", "", "--appendonly", "no"]
+        if self.data_dir is None:
+            cmd += ["--save", "", "--appendonly", "no"]
+        else:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            cmd += ["--dir", str(self.data_dir), "--save", "", "--appendonly", "yes"]
+            cmd += ["--appendfsync", "always"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from index_builder.store import active_version
+from index_builder.store import active_version, set_active
 from service.app import create_app
 from service.settings import Settings
 from service.shared import memory_backends
@@ -230,11 +230,14 @@ async def test_replicas_converge_through_the_registry(bundle: Path, stores) -> N
                 break
             await asyncio.sleep(0.01)
         assert manager.state(DOMAIN).active.version == a
-        # And a replica that starts later takes the registry's version, not the ACTIVE file's.
-        assert active_version(root, DOMAIN) == b
+        assert active_version(root, DOMAIN) == a  # the disk follows the registry
+        # A replica that starts later takes the registry's version, not a stale ACTIVE file's,
+        # and mends the file.
+        set_active(root, DOMAIN, b)
         three = create_app(settings(bundle, root), backends=shared)
         async with running(three) as c3:
             assert (await domain_info(c3))["active_version"] == a
+            assert active_version(root, DOMAIN) == a
 
 
 async def test_reconcile_applies_what_the_registry_says_once_it_has_the_lock(

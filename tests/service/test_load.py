@@ -106,6 +106,25 @@ async def test_rate_limit_is_429_with_retry_after(bundle: Path, tmp_path: Path) 
         assert "k1" not in metrics and "127.0.0.1" not in metrics
 
 
+async def test_made_up_keys_buy_no_budget_when_keys_are_not_required(
+    bundle: Path, tmp_path: Path
+) -> None:
+    # No API keys configured: any key is accepted unchecked, so the budget is the client's
+    # address, whatever key each request names.
+    app = create_app(settings(bundle, tmp_path, rate_limit=3, rate_window_s=30))
+    body = {"texts": ["one"]}
+    async with running(app) as c:
+        codes = [
+            (
+                await c.post("/v1/translate", json=body, headers={"X-API-Key": f"made-up-{i}"})
+            ).status_code
+            for i in range(5)
+        ]
+        assert codes == [200, 200, 200, 429, 429]
+        lt = {"q": "one", "source": "en", "target": "de", "api_key": "another"}
+        assert (await c.post("/translate", json=lt)).status_code == 429
+
+
 async def test_full_queue_is_refused_at_once(bundle: Path, tmp_path: Path) -> None:
     s = settings(
         bundle, tmp_path, max_texts=4, queue_size=4, batch_size=4, batch_wait_ms=0, cache_ttl_s=0

@@ -5,18 +5,19 @@ shared, and both keep translating through a Redis outage and reconcile when it i
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from index_builder.store import active_version
 from service.app import create_app
 from service.settings import Settings
 from tests.redis_server import RedisServer, free_port, has_redis_server
@@ -26,6 +27,9 @@ from tests.toy import toy_pairs
 pytestmark = [pytest.mark.system, pytest.mark.anyio]
 
 ADMIN = {"X-Admin-Key": "adm"}
+# Keys that polling for a version spends: a rate budget belongs to a configured key only.
+POLL_KEYS = [f"poll-{i}" for i in range(200)]
+_polls = itertools.count()
 
 
 @pytest.fixture
@@ -58,8 +62,8 @@ async def serves(c: httpx.AsyncClient, version: str, within_s: float) -> float:
     """Seconds until `c` translates with `version` in domain toy (fails after `within_s`)."""
     start = time.monotonic()
     while True:
-        # A fresh key per poll: polling must not spend a rate-limit budget a test sets.
-        key = {"X-API-Key": f"poll-{uuid.uuid4().hex}"}
+        # A key of its own per poll: polling must not spend a rate-limit budget a test sets.
+        key = {"X-API-Key": POLL_KEYS[next(_polls) % len(POLL_KEYS)]}
         resp = await c.post("/v1/translate", json={"texts": ["red"], "domain": "toy"}, headers=key)
         assert resp.status_code == 200, resp.text
         if resp.json()["results"][0]["store_version"] == version:
@@ -74,7 +78,8 @@ async def test_replicas_share_state_and_ride_out_an_outage(
     stores = tmp_path / "stores"
     a = make_store(stores, "toy", toy_pairs(30, seed=31), activate=True)
     b = make_store(stores, "toy", toy_pairs(30, seed=32))
-    s = settings(bundle, stores, redis_server.url, rate_limit=5, rate_window_s=60)
+    keys = ["outage", *POLL_KEYS]
+    s = settings(bundle, stores, redis_server.url, rate_limit=5, rate_window_s=60, api_keys=keys)
     one, two = create_app(s), create_app(s)
     async with running(one) as c1, running(two) as c2:
         assert one.state.service.backends.kind == "redis"
@@ -108,11 +113,59 @@ async def test_replicas_share_state_and_ride_out_an_outage(
         await serves(c2, a, 15)
 
 
+async def test_activation_during_an_outage_is_refused_and_nothing_is_undone(
+    bundle: Path, tmp_path: Path
+) -> None:
+    """A persistent Redis (as compose deploys it) goes away: an activation is refused with
+    nothing changed, not served here and undone when Redis returns; afterwards the replicas,
+    the registry and the ACTIVE file agree."""
+    if not has_redis_server():
+        pytest.skip("needs redis-server (Debian package redis-server): it stops it mid-test")
+    server = RedisServer(free_port(), data_dir=tmp_path / "redis")
+    server.start()
+    stores = tmp_path / "stores"
+    a = make_store(stores, "toy", toy_pairs(30, seed=33), activate=True)
+    b = make_store(stores, "toy", toy_pairs(30, seed=34))
+    s = settings(bundle, stores, server.url)
+    one, two = create_app(s), create_app(s)
+    try:
+        async with running(one) as c1, running(two) as c2:
+            resp = await c1.post("/v1/domains/toy/activate", json={"version": a}, headers=ADMIN)
+            assert resp.status_code == 200, resp.text  # recorded in the persistent registry
+            server.stop()
+            resp = await c1.post("/v1/domains/toy/activate", json={"version": b}, headers=ADMIN)
+            assert resp.status_code == 503, resp.text
+            err = resp.json()["error"]
+            assert err["code"] == "registry_unavailable" and "nothing changed" in err["message"]
+            assert active_version(stores, "toy") == a
+            for c in (c1, c2):  # both keep serving the version they had
+                await serves(c, a, 0.5)
+            server.start()
+            await asyncio.sleep(2.5)  # reconciles run every 0.5 s: nothing may flip back
+            for c in (c1, c2):
+                await serves(c, a, 0.5)
+                info = (await c.get("/v1/domains/toy", headers={"X-API-Key": "x"})).json()
+                assert info["active_version"] == a
+            assert active_version(stores, "toy") == a
+            deadline = time.monotonic() + 15
+            while True:  # the client's pool may still hold dead connections at first
+                resp = await c1.post("/v1/domains/toy/activate", json={"version": b}, headers=ADMIN)
+                if resp.status_code == 200 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+            assert resp.status_code == 200, resp.text
+            await serves(c2, b, 2)
+            assert active_version(stores, "toy") == b
+    finally:
+        server.stop()
+
+
 async def test_rate_limit_and_jobs_are_shared(
     bundle: Path, tmp_path: Path, redis_server: RedisServer
 ) -> None:
     stores = tmp_path / "stores"
-    s = settings(bundle, stores, redis_server.url, rate_limit=3, rate_window_s=60)
+    keys = ["shared", "x", "y"]
+    s = settings(bundle, stores, redis_server.url, rate_limit=3, rate_window_s=60, api_keys=keys)
     one, two = create_app(s), create_app(s)
     async with running(one) as c1, running(two) as c2:
         body = {"texts": ["one"]}
