@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
+import torch
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -31,6 +32,7 @@ from service.result_cache import ResultCache
 from service.routes import domains, health, libretranslate, management, translate
 from service.settings import DOMAIN_PATTERN, Settings
 from service.shared import Backends
+from service.threads import cpu_budget, torch_threads
 from service.worker import run_worker
 
 log = logging.getLogger("ragmt.service")
@@ -103,6 +105,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     )
     engine.domains = manager
     engine.results = ResultCache(backends.cache, settings.cache_ttl_s, service.metrics)
+    torch.set_num_threads(torch_threads(settings.torch_threads, settings.replicas_per_host))
     await anyio.to_thread.run_sync(engine.load_models, settings.bundle_paths)
     for pair, name in settings.pair_defaults.items():
         try:
@@ -153,8 +156,6 @@ def startup_summary(
     settings: Settings, engine: TranslationEngine, manager: DomainManager, state: str
 ) -> list[str]:
     """What this replica serves, one fact a line: an operator reads it in the first log lines."""
-    import torch
-
     lines = []
     defaults = engine.registry.defaults
     for m in engine.models:
@@ -172,7 +173,13 @@ def startup_summary(
         lines.append(f"model {name}: not served ({reason})")
     if not engine.models:
         lines.append(f"model: not loaded ({engine.not_ready_reason})")
-    lines.append(f"device {engine.device}, {torch.get_num_threads()} torch threads")
+    threads = torch.get_num_threads()
+    share = (
+        "as configured"
+        if settings.torch_threads
+        else f"of {cpu_budget()} CPUs, {settings.replicas_per_host} replicas per host"
+    )
+    lines.append(f"device {engine.device}, {threads} torch threads ({share})")
     lines.append(f"stores directory {settings.store_root.resolve()}")
     for domain in manager.known_domains():
         active = manager.state(domain).active

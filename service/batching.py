@@ -1,9 +1,11 @@
 """Micro-batching: concurrent requests share decoding batches, behind a bounded queue.
 
-Requests wait at most `wait_s` for company, then the texts of every waiting request with the
-same model and beam (up to `max_batch` texts) decode as one batch in a worker thread. The
-queue is bounded in texts: a request that does not fit is refused at once (`Overloaded`,
-503 with Retry-After) instead of waiting without limit.
+Requests wait at most `wait_s` for company, then the sentences of every waiting request with
+the same model and options (up to `max_batch` sentences) decode as one batch in a worker
+thread. The queue is bounded in texts, the unit that admission and `max_texts` count (a text
+may hold many sentences): a request that does not fit is refused at once (`Overloaded`, 503
+with Retry-After) instead of waiting without limit, and a request within the limits always
+fits an empty queue.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ DecodeFn = Callable[
 @dataclass(eq=False)
 class _Item:
     key: Hashable
-    texts: list[str]
+    texts: list[str]  # the sentences to decode
     neighbours: list[list[tuple[str, str]]] | None
     sources: list[Any] | None
     future: asyncio.Future[list[Any]]
+    weight: int  # the request's texts, what the queue's bound counts
 
 
 class DecodeBatcher:
@@ -64,13 +67,16 @@ class DecodeBatcher:
         texts: Sequence[str],
         neighbours: list[list[tuple[str, str]]] | None,
         sources: list[Any] | None = None,
+        weight: int | None = None,
     ) -> list[Any]:
-        """Queue `texts` for decoding and wait for their results (input order); `sources`:
-        their encodings, when retrieval made them (the decoder then does not encode again)."""
-        self.check_room(len(texts))
+        """Queue sentences (`texts`) for decoding and wait for their results (input order);
+        `sources`: their encodings, when retrieval made them (the decoder then does not encode
+        again); `weight`: how many of the request's texts they are (default: one each)."""
+        weight = len(texts) if weight is None else weight
+        self.check_room(weight)
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Item(key, list(texts), neighbours, sources, future))
-        self._set_queued(self._queued + len(texts))
+        self._pending.append(_Item(key, list(texts), neighbours, sources, future, weight))
+        self._set_queued(self._queued + weight)
         self._wake.set()
         return await future
 
@@ -92,20 +98,21 @@ class DecodeBatcher:
         self._metrics.queue_depth.set(n)
 
     def _take(self, key: Hashable) -> list[_Item]:
-        """The oldest waiting items with `key`, up to `max_batch` texts (the first always)."""
+        """The oldest waiting items with `key`, up to `max_batch` sentences (the first
+        always)."""
         batch: list[_Item] = []
         size = 0
         for item in list(self._pending):
             if item.future.done():  # the client went away while waiting
                 self._pending.remove(item)
-                self._set_queued(self._queued - len(item.texts))
+                self._set_queued(self._queued - item.weight)
                 continue
             if item.key != key or (batch and size + len(item.texts) > self.max_batch):
                 continue
             batch.append(item)
             size += len(item.texts)
             self._pending.remove(item)
-            self._set_queued(self._queued - len(item.texts))
+            self._set_queued(self._queued - item.weight)
         return batch
 
     async def run(self) -> None:

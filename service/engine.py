@@ -194,7 +194,7 @@ class TranslationEngine:
         args = (prepared.sentences, prepared.pairs, prepared.sources)
         if self._on_loop():
             assert self._batcher is not None
-            return await self._batcher.submit(key, *args)
+            return await self._batcher.submit(key, *args, weight=len(prepared.texts))
         return await anyio.to_thread.run_sync(self._decode_key, key, *args)
 
     # --- admission ------------------------------------------------------------------------

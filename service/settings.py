@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     batch_size: int = Field(32, ge=1)  # texts per shared decoding batch
     batch_wait_ms: float = Field(5.0, ge=0)  # how long a batch waits for company
     drain_timeout_s: float = Field(30.0, ge=0)  # shutdown: wait this long for in-flight work
+    # CPU threads of torch in this replica; 0: its share of the CPUs it is given (affinity and
+    # cgroup quota, divided by replicas_per_host), see service.threads
+    torch_threads: int = Field(0, ge=0)
+    replicas_per_host: int = Field(1, ge=1)  # replicas sharing this host's CPUs
 
     @field_validator("domains", "required_domains", "api_keys", "default_models", mode="before")
     @classmethod

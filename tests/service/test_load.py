@@ -163,6 +163,22 @@ async def test_full_queue_is_refused_at_once(bundle: Path, tmp_path: Path) -> No
         assert 'ragmt_rejections_total{reason="queue_full"} 1.0' in metrics
 
 
+async def test_a_request_within_the_limits_is_served_however_many_sentences_it_holds(
+    bundle: Path, tmp_path: Path
+) -> None:
+    # The queue's bound counts texts, as admission does: two texts of five sentences each fit
+    # a queue of four texts (they once counted as ten and were refused forever).
+    s = settings(bundle, tmp_path, max_texts=2, queue_size=4, batch_size=4, cache_ttl_s=0)
+    app = create_app(s)
+    text = " ".join(["Red house."] * 5)
+    async with running(app) as c:
+        for _ in range(2):
+            resp = await c.post("/v1/translate", json={"texts": [text, text]})
+            assert resp.status_code == 200, resp.text
+            assert len(resp.json()["results"]) == 2
+        assert "ragmt_queue_depth 0.0" in (await c.get("/metrics")).text
+
+
 async def test_concurrent_requests_share_decoding_batches(bundle: Path, tmp_path: Path) -> None:
     app = create_app(settings(bundle, tmp_path, batch_size=16, batch_wait_ms=50, cache_ttl_s=0))
     texts = ["one", "two house", "red", "blue tree", "green", "five four", "three", "house"]
