@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -91,7 +92,8 @@ class BodySizeLimit:
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     service: Service = app.state.service
     settings, engine = service.settings, service.engine
-    service.draining, service.tasks = False, []  # a restarted lifespan starts afresh
+    # a restarted lifespan starts afresh
+    service.draining, service.drain_deadline, service.tasks = False, None, []
     injected = app.state.backends
     backends = injected if injected is not None else await open_backends(settings)
     service.backends = backends
@@ -133,7 +135,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         service.draining = True
-        if not await manager.wait_idle(settings.drain_timeout_s):
+        left = settings.drain_timeout_s
+        if service.drain_deadline is not None:  # the server drained already: what is left
+            left = max(0.0, service.drain_deadline - time.monotonic())
+        if not await manager.wait_idle(left):
             log.warning("shutting down with requests still in flight")
         stop.set()
         for task in service.tasks:

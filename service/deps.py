@@ -41,6 +41,7 @@ class Service:
     domains: DomainManager | None = None
     backends: Backends | None = None
     draining: bool = False
+    drain_deadline: float | None = None  # time.monotonic() by which a drain ends
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     def manager(self) -> DomainManager:
@@ -141,8 +142,10 @@ async def require_client(request: Request, service: ServiceDep) -> None:
 
 def admitting(service: Service) -> None:
     """Refuse new work while draining (SIGTERM): in-flight requests still finish."""
-    if service.draining:
-        raise NotReady("draining: not admitting new requests")
+    if service.draining:  # a client retries elsewhere (or here, once restarted)
+        raise NotReady(
+            "draining: not admitting new requests", code="draining", headers={"Retry-After": "1"}
+        )
 
 
 Admin = Depends(require_admin)

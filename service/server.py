@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import socket
+import time
 from types import FrameType
 from typing import Any
 
@@ -15,16 +18,46 @@ from service.settings import Settings
 
 
 class DrainingServer(uvicorn.Server):
-    """On SIGTERM/SIGINT: /readyz turns 503 and new requests are refused at once, while
-    uvicorn lets in-flight requests finish before the lifespan shuts down."""
+    """SIGTERM/SIGINT drain within `drain_timeout_s`, answering all the while.
+
+    At the first signal /readyz turns 503 and new requests are answered 503 (draining, with
+    Retry-After), so a proxy or client moves on, while the listener stays open and in-flight
+    requests finish. Once none is left, or the drain timeout has passed, uvicorn shuts down
+    and cancels whatever still runs: the whole stop takes at most the drain timeout (plus the
+    decoding step in progress), within compose's grace period. A second signal stops at once.
+    """
 
     def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
         super().__init__(config)
         self._app = app
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain: asyncio.Task[None] | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self._app.state.service.draining = True
-        super().handle_exit(sig, frame)
+        service = self._app.state.service
+        if self._drain is not None or self._loop is None:  # a second signal: stop now
+            self.config.timeout_graceful_shutdown = 0
+            super().handle_exit(sig, frame)
+            return
+        timeout = service.settings.drain_timeout_s
+        service.draining = True
+        service.drain_deadline = time.monotonic() + timeout
+        self._loop.call_soon_threadsafe(self._start_drain, sig, service.drain_deadline)
+
+    def _start_drain(self, sig: int, deadline: float) -> None:
+        self._drain = asyncio.get_running_loop().create_task(self._drained(sig, deadline))
+
+    async def _drained(self, sig: int, deadline: float) -> None:
+        """Wait for the requests in flight (new ones are answered 503 at once), then exit."""
+        while self.server_state.tasks and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        # What is left is cancelled when the remaining time is up.
+        self.config.timeout_graceful_shutdown = max(0.0, deadline - time.monotonic())
+        super().handle_exit(sig, None)
 
 
 def log_config(level: str = "info") -> dict[str, Any]:

@@ -32,6 +32,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class Uncaptured(list):
+    """uvicorn re-raises the signals it handled once it has stopped: not in this test process."""
+
+    def append(self, sig: int) -> None:
+        pass
+
+
 @asynccontextmanager
 async def serving(app) -> AsyncIterator[str]:
     """Serve `app` with uvicorn on a free loopback port; yields the base URL."""
@@ -123,6 +130,7 @@ async def test_sigterm_drains_in_flight_requests(bundle: Path, tmp_path: Path) -
     app = create_app(Settings(model_path=bundle, stores_dir=stores, beam_size=1))
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     server = DrainingServer(config, app)
+    server._captured_signals = Uncaptured()
     serving = asyncio.create_task(server.serve())
     base = f"http://127.0.0.1:{port}"
     while not server.started:
@@ -137,12 +145,13 @@ async def test_sigterm_drains_in_flight_requests(bundle: Path, tmp_path: Path) -
             while service.domains.leases() == 0:
                 await asyncio.sleep(0.01)
             server.handle_exit(signal.SIGTERM, None)
-            server._captured_signals.clear()  # uvicorn would re-raise it in this test process
             assert service.draining
-            await asyncio.sleep(0.5)  # the listener closes
-            with pytest.raises(httpx.ConnectError):
-                async with httpx.AsyncClient(base_url=base) as fresh:
-                    await fresh.get("/readyz")
+            await asyncio.sleep(0.5)
+            async with httpx.AsyncClient(base_url=base) as fresh:  # answered, not refused
+                assert (await fresh.get("/readyz")).status_code == 503
+                refused = await fresh.post("/v1/translate", json=body)
+                assert refused.status_code == 503 and "draining" in refused.text
+                assert "retry-after" in refused.headers
             assert not serving.done()  # still waiting for the in-flight request
         finally:
             service.engine._decode_lock.release()
@@ -152,3 +161,37 @@ async def test_sigterm_drains_in_flight_requests(bundle: Path, tmp_path: Path) -
     assert (result["translation"], result["store_version"]) == ("rot baum", version)
     await asyncio.wait_for(serving, 20)
     assert all(task.done() for task in service.tasks)  # batcher and worker stopped
+
+
+async def test_sigterm_stops_within_the_drain_timeout(bundle: Path, tmp_path: Path) -> None:
+    """A request that outlives RAGMT_DRAIN_TIMEOUT_S is cut when it is up: the stop does not
+    wait for it (it once took 45 s with a 30 s limit)."""
+    port = free_port()
+    settings = Settings(model_path=bundle, stores_dir=tmp_path, beam_size=1, drain_timeout_s=1.0)
+    app = create_app(settings)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    server = DrainingServer(config, app)
+    server._captured_signals = Uncaptured()
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    service = app.state.service
+    lock = service.engine._decode_lock
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
+        lock.acquire()  # decoding never finishes while the test holds this
+        try:
+            stuck = asyncio.create_task(c.post("/v1/translate", json={"texts": ["red tree"]}))
+            while service.engine.queued == 0 and not lock.locked():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
+            start = time.monotonic()
+            server.handle_exit(signal.SIGTERM, None)
+            while not stuck.done() and time.monotonic() - start < 10:
+                await asyncio.sleep(0.02)
+            cut_after = time.monotonic() - start
+        finally:
+            lock.release()  # the decoding step in progress may now end; the stop follows
+        await asyncio.wait_for(serving, 20)
+    assert 0.9 <= cut_after < 3.0, cut_after
+    with pytest.raises(httpx.HTTPError):  # its connection closed without an answer
+        (await stuck).raise_for_status()
