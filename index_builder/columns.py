@@ -1,11 +1,13 @@
-"""Columns of strings stored as one UTF-8 blob plus int64 offsets, memory-mappable.
+"""Columns of strings stored as one UTF-8 blob plus int64 offsets.
 
-A store's pair texts and vocabulary are kept this way so that opening a 100k-pair store maps
-two files instead of parsing them, and a lookup decodes only the string it needs.
+A store's pair texts and vocabulary are kept this way so that opening a 100k-pair store reads
+two buffers instead of building a Python string per row, and a lookup decodes only the string
+it needs.
 """
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +23,16 @@ class TextColumn(Sequence[str]):
             raise ValueError("blob must be a 1-d uint8 array")
         if offsets.dtype != np.int64 or offsets.ndim != 1 or len(offsets) < 1:
             raise ValueError("offsets must be a non-empty 1-d int64 array")
-        if offsets[0] != 0 or offsets[-1] != len(blob) or np.any(np.diff(offsets) < 0):
-            raise ValueError("offsets must start at 0, never decrease and end at the blob size")
+        if offsets[0] != 0:
+            raise ValueError(f"offsets start at {offsets[0]}, not 0")
+        if offsets[-1] != len(blob):
+            raise ValueError(f"offsets end at {offsets[-1]}, not at the blob size {len(blob)}")
+        falls = np.flatnonzero(np.diff(offsets) < 0)
+        if len(falls):
+            i = int(falls[0])
+            raise ValueError(
+                f"offsets decrease at index {i + 1} ({offsets[i]} to {offsets[i + 1]})"
+            )
         self._blob = blob
         self._offsets = offsets
 
@@ -54,17 +64,37 @@ class TextColumn(Sequence[str]):
         np.save(Path(directory) / f"{name}.offsets.npy", self._offsets, allow_pickle=False)
 
     @classmethod
-    def open(cls, directory: Path, name: str) -> TextColumn:
-        """Map a column written by `save`; nothing is read until a string is asked for."""
-        blob_path = Path(directory) / f"{name}.bin"
-        if blob_path.stat().st_size == 0:  # np.memmap refuses empty files
-            blob = np.zeros(0, dtype=np.uint8)
-        else:
-            blob = np.memmap(blob_path, dtype=np.uint8, mode="r")
-        offsets = np.load(
-            Path(directory) / f"{name}.offsets.npy", mmap_mode="r", allow_pickle=False
-        )
-        return cls(blob, offsets)
+    def from_bytes(cls, blob: bytes, offsets: np.ndarray, name: str) -> TextColumn:
+        """The column `save` wrote as `name`, over `blob` (not copied) and `offsets`, once
+        both are checked: ValueError naming the file when an offset is out of order or a
+        string is not UTF-8."""
+        try:
+            column = cls(np.frombuffer(blob, dtype=np.uint8), offsets)
+        except ValueError as e:
+            raise ValueError(f"{name}.offsets.npy: {e}") from e
+        column._check_utf8(name)
+        return column
+
+    def _check_utf8(self, name: str, chunk: int = 1 << 20) -> None:
+        """Every string decodes: the blob is UTF-8 and no offset splits a character."""
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        n = len(self._blob)
+        for lo in range(0, n, chunk):
+            held = len(decoder.getstate()[0])  # bytes of a character the last chunk split
+            try:
+                decoder.decode(self._blob[lo : lo + chunk].tobytes(), final=lo + chunk >= n)
+            except UnicodeDecodeError as e:
+                at = lo - held + e.start
+                row = int(np.searchsorted(self._offsets, at, side="right")) - 1
+                raise ValueError(
+                    f"{name}.bin: string {row} is not UTF-8 (byte {self._blob[at]:#04x} at {at})"
+                ) from e
+        inner = self._offsets[(self._offsets > 0) & (self._offsets < n)]
+        split = np.flatnonzero(self._blob[inner] & 0xC0 == 0x80)  # a continuation byte
+        if len(split):
+            at = int(inner[split[0]])
+            row = int(np.searchsorted(self._offsets, at, side="left"))
+            raise ValueError(f"{name}.offsets.npy: string {row} starts inside a character ({at})")
 
 
 @dataclass(frozen=True)

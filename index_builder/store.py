@@ -4,30 +4,35 @@ Layout::
 
     STORES_DIR/<domain>/ACTIVE              the active version id (replaced atomically)
     STORES_DIR/<domain>/<version>/
-        manifest.json                       kind, format version, method, sizes, sha256 of all
-        sources.bin, sources.offsets.npy    pair texts: UTF-8 blob + int64 offsets (mmap)
+        manifest.json                       kind, format version, method, sizes, sha256 of all,
+                                            optionally an HMAC `signature` (see `sign_store`)
+        sources.bin, sources.offsets.npy    pair texts: UTF-8 blob + int64 offsets
         targets.bin, targets.offsets.npy
         ...                                 the method's files (see `METHODS`)
 
 A version id is ``<UTC time to the millisecond>-<8 hex of the content hash>``, so ids sort by
 build time; the content hash covers the corpus, the method and its parameters, and for dense
 stores the encoder bundle (`bundle_sha256`), whose vectors they hold. A store is written
-with `atomic_directory` (an interrupted build leaves only a hidden temporary directory) and
-`open_store` verifies the manifest and every checksum before it reads any other byte. Arrays
-are ``.npy`` read with ``allow_pickle=False``: no pickle.
+with `atomic_directory` (an interrupted build leaves only a hidden temporary directory).
+
+`open_store` reads each file once, checks its sha256 on the very bytes it then parses (arrays
+are ``.npy`` read with ``allow_pickle=False``: no pickle) and validates the values (finite,
+in range, ids within bounds, sizes as the manifest says). Checksums catch corruption, not an
+edit whose checksums were recomputed: a server that must refuse those opens stores with a
+signing key, and only stores signed with that key (`build_store(signing_key=...)`,
+`sign_store`) are accepted.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,13 +42,17 @@ from index_builder.corpus import CorpusError, Pair
 from index_builder.retrieval.base import Retriever
 from index_builder.retrieval.idf import IdfNgramParams, IdfNgramRetriever, IdfSentenceRetriever
 from index_builder.retrieval.text import TOKEN_VIEW, Vocabulary
-from models.artifacts import (
-    MANIFEST,
-    ArtifactError,
-    atomic_directory,
+from index_builder.store_files import (
+    SIGNATURE,
+    check_key,
+    check_signature,
+    manifest_signature,
+    manifest_text,
+    read_files,
     read_manifest,
-    write_manifest,
+    replace_file,
 )
+from models.artifacts import MANIFEST, ArtifactError, atomic_directory, write_manifest
 
 if TYPE_CHECKING:
     from models.bundle import LoadedBundle
@@ -54,15 +63,19 @@ __all__ = [
     "BuildOptions",
     "KIND",
     "METHODS",
+    "SIGNATURE",
     "Store",
     "active_version",
     "build_store",
     "check_domain",
+    "check_ngrams",
     "corpus_sha256",
     "list_versions",
     "load_retriever",
+    "manifest_signature",
     "open_store",
     "set_active",
+    "sign_store",
 ]
 
 KIND = "retrieval-store"
@@ -88,41 +101,43 @@ def check_domain(name: str) -> str:
 
 @dataclass(frozen=True)
 class Store:
-    """An opened, verified store: its manifest and memory-mapped pair texts."""
+    """An opened store: its manifest, pair texts and method files, parsed, checked, in memory.
+
+    `open_store` reads each file once and never again, so a store in use survives its files
+    being truncated, rewritten or deleted (a memory map would SIGBUS on the next read). The
+    cost: each process that opens a store holds all of it in RAM, not shared through the page
+    cache: texts and arrays at their size on disk, FAISS indexes as FAISS holds them (on the
+    CPU, also when a retriever searches a GPU clone). Opening peaks at that plus the largest
+    file once more, while it is parsed.
+    """
 
     root: Path
     manifest: dict[str, Any]
     pairs: PairTexts
+    arrays: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)  # <name>.npy
+    columns: Mapping[str, TextColumn] = field(default_factory=dict, repr=False)  # <name>.bin
+    indexes: Mapping[str, Any] = field(default_factory=dict, repr=False)  # <name>.faiss
 
     @property
     def method(self) -> str:
         return self.manifest["method"]
 
     def array(self, name: str) -> np.ndarray:
-        """The method array ``<name>.npy``, memory-mapped; it must be listed in the manifest."""
-        rel = f"{name}.npy"
-        if rel not in self.manifest["files"]:
-            raise ArtifactError(f"{self.root}: {rel} is not in the manifest")
-        try:
-            return np.load(self.root / rel, mmap_mode="r", allow_pickle=False)
-        except ValueError as e:
-            raise ArtifactError(f"{self.root}: {rel} is not a plain numeric array: {e}") from e
+        """The array of ``<name>.npy``, read-only."""
+        return self._part(self.arrays, name, ".npy")
 
+    def column(self, name: str) -> TextColumn:
+        """The strings of ``<name>.bin`` and ``<name>.offsets.npy``."""
+        return self._part(self.columns, name, ".bin")
 
-class _Arrays(Mapping[str, np.ndarray]):
-    """A store's arrays by name, loaded on first access."""
+    def index(self, name: str) -> Any:
+        """The FAISS index of ``<name>.faiss``."""
+        return self._part(self.indexes, name, ".faiss")
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self._store.array(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return (f[: -len(".npy")] for f in self._store.manifest["files"] if f.endswith(".npy"))
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
+    def _part(self, parts: Mapping[str, Any], name: str, suffix: str) -> Any:
+        if name not in parts:
+            raise ArtifactError(f"{self.root}: {name}{suffix} is not in the manifest")
+        return parts[name]
 
 
 # --- methods: how each writes its files and loads its retriever -----------------------------
@@ -151,12 +166,15 @@ class Method:
     ``counts`` (``items`` = n-grams or vectors indexed), plus for dense methods
     ``model_sha256``, ``model_path``, ``faiss_factory``, ``dimension`` and ``recall_at_10``.
     `load(store, model)` builds the retriever from a verified store; `model` (a bundle path or
-    a loaded bundle) is only read by methods with `uses_model`.
+    a loaded bundle) is only read by methods with `uses_model`. `check(store)` validates the
+    values of the method's files when the store is opened (ValueError naming the file), so
+    that a store which opens serves.
     """
 
     write: Callable[[Path, PairTexts, Mapping[str, Any], BuildOptions], dict[str, Any]]
     load: Callable[[Store, Path | LoadedBundle | None], Retriever]
     uses_model: bool = False
+    check: Callable[[Store], None] = lambda store: None
 
 
 def _save_sparse(
@@ -169,7 +187,45 @@ def _save_sparse(
 
 
 def _vocab(store: Store) -> Vocabulary:
-    return Vocabulary(list(TextColumn.open(store.root, "vocab")))
+    return Vocabulary(list(store.column("vocab")))
+
+
+def _check_idf(store: Store, postings: Sequence[tuple[str, int]]) -> None:
+    """An IDF store's values: one IDF per vocabulary entry, >= 0 (finite: checked for every
+    store), and per `postings` (label, items) a term pointer and item ids in bounds. The order
+    within each posting list is checked when the index is built (`InvertedIndex`)."""
+    n_vocab, idf = len(store.column("vocab")), store.array("idf")
+    if idf.dtype.kind != "f" or len(idf) != n_vocab:
+        raise ValueError(f"idf.npy: {len(idf)} {idf.dtype} values for {n_vocab} vocab.bin terms")
+    _refuse(idf < 0, idf, "idf.npy", "negative")
+    _check_count(store, "vocabulary", n_vocab, "vocab.bin")
+    for label, n_items in postings:
+        indptr, indices = store.array(f"{label}.indptr"), store.array(f"{label}.indices")
+        what, of = f"{label}.indptr.npy", f"{label}.indices.npy"
+        if indptr.dtype.kind not in "iu" or len(indptr) != n_vocab + 1:
+            raise ValueError(
+                f"{what}: {len(indptr)} {indptr.dtype} values, expected {n_vocab + 1} integers"
+            )
+        if indptr[0] != 0 or indptr[-1] != len(indices):
+            raise ValueError(
+                f"{what}: runs {indptr[0]}..{indptr[-1]}, not 0..{len(indices)} ({of})"
+            )
+        falls = np.flatnonzero(np.diff(indptr) < 0)
+        if len(falls):
+            i = int(falls[0])
+            raise ValueError(f"{what}: decreases at index {i + 1} ({indptr[i]} to {indptr[i + 1]})")
+        _check_ids(of, indices, n_items)
+
+
+def _check_idf_sentence(store: Store) -> None:
+    _check_count(store, "items", len(store.pairs), "sources.bin")
+    _check_idf(store, [("sentences", len(store.pairs))])
+
+
+def _check_idf_ngram(store: Store) -> None:
+    widths = IdfNgramParams.from_dict(store.manifest["params"]).widths
+    check_ngrams(store, widths)
+    _check_idf(store, [(f"w{w}", len(store.array(f"w{w}.owner"))) for w in widths])
 
 
 def _write_idf_sentence(
@@ -182,7 +238,7 @@ def _write_idf_sentence(
 
 
 def _load_idf_sentence(store: Store, model: Path | LoadedBundle | None) -> Retriever:
-    return IdfSentenceRetriever.from_arrays(_Arrays(store), _vocab(store), store.pairs)
+    return IdfSentenceRetriever.from_arrays(store.arrays, _vocab(store), store.pairs)
 
 
 def _write_idf_ngram(
@@ -195,7 +251,7 @@ def _write_idf_ngram(
 
 def _load_idf_ngram(store: Store, model: Path | LoadedBundle | None) -> Retriever:
     params = IdfNgramParams.from_dict(store.manifest["params"])
-    return IdfNgramRetriever.from_arrays(_Arrays(store), _vocab(store), store.pairs, params)
+    return IdfNgramRetriever.from_arrays(store.arrays, _vocab(store), store.pairs, params)
 
 
 def _write_dense_ngram(
@@ -213,11 +269,70 @@ def _load_dense_ngram(store: Store, model: Path | LoadedBundle | None) -> Retrie
     return dense_store.load(store, model)
 
 
+def _check_dense_ngram(store: Store) -> None:
+    from index_builder.retrieval import dense_store
+
+    dense_store.check(store)
+
+
 METHODS: dict[str, Method] = {
-    "idf-sentence": Method(_write_idf_sentence, _load_idf_sentence),
-    "idf-ngram": Method(_write_idf_ngram, _load_idf_ngram),
-    "dense-ngram": Method(_write_dense_ngram, _load_dense_ngram, uses_model=True),
+    "idf-sentence": Method(_write_idf_sentence, _load_idf_sentence, check=_check_idf_sentence),
+    "idf-ngram": Method(_write_idf_ngram, _load_idf_ngram, check=_check_idf_ngram),
+    "dense-ngram": Method(
+        _write_dense_ngram, _load_dense_ngram, uses_model=True, check=_check_dense_ngram
+    ),
 }
+
+
+# --- values: what a store must hold beyond matching checksums ----------------------------
+
+
+def _refuse(bad: np.ndarray, values: np.ndarray, what: str, problem: str) -> None:
+    """ValueError "<what>: N values are <problem> (<first> at index i)" if any of `bad`."""
+    n = int(np.count_nonzero(bad))
+    if n:
+        i = int(np.flatnonzero(bad)[0])
+        are = "values are" if n > 1 else "value is"
+        raise ValueError(f"{what}: {n} {are} {problem} ({values[i]} at index {i})")
+
+
+def _check_ids(what: str, ids: np.ndarray, n: int) -> None:
+    if ids.dtype.kind not in "iu":
+        raise ValueError(f"{what}: {ids.dtype} values, expected integer ids")
+    _refuse((ids < 0) | (ids >= n), ids, what, f"outside the ids 0..{n - 1}")
+
+
+def _check_count(store: Store, key: str, actual: int, what: str) -> None:
+    recorded = store.manifest["counts"].get(key)
+    if actual != recorded:
+        raise ValueError(f"{what}: {actual} items, the manifest's counts.{key} is {recorded!r}")
+
+
+def check_ngrams(store: Store, widths: Sequence[int]) -> None:
+    """The n-gram arrays of each width, ``w<n>.owner`` (pair ids) and ``w<n>.start`` (>= 0):
+    one of each per n-gram, as many as ``counts.items_w<n>``, their sum ``counts.items``;
+    ValueError naming the file. Every n-gram method's `check` runs it."""
+    for w in widths:
+        owner, start = store.array(f"w{w}.owner"), store.array(f"w{w}.start")
+        _check_ids(f"w{w}.owner.npy", owner, len(store.pairs))
+        _check_count(store, f"items_w{w}", len(owner), f"w{w}.owner.npy")
+        if start.dtype.kind not in "iu" or len(start) != len(owner):
+            raise ValueError(
+                f"w{w}.start.npy: {len(start)} {start.dtype} values, expected {len(owner)} integers"
+            )
+        _refuse(start < 0, start, f"w{w}.start.npy", "negative")
+    _check_count(store, "items", sum(len(store.array(f"w{w}.owner")) for w in widths), "n-grams")
+
+
+def _check_values(store: Store) -> None:
+    """What every store must hold, whatever its method: counts as an object whose ``items``
+    is the manifest's, and every float array finite."""
+    counts = store.manifest.get("counts")
+    if not isinstance(counts, dict) or counts.get("items") != store.manifest.get("items"):
+        raise ValueError(f"the manifest's counts {counts!r} do not match its items")
+    for name, values in store.arrays.items():
+        if values.dtype.kind == "f":
+            _refuse(~np.isfinite(values), values, f"{name}.npy", "not finite")
 
 
 # --- building -----------------------------------------------------------------------------
@@ -250,13 +365,18 @@ def build_store(
     *,
     model: Path | LoadedBundle | None = None,
     use_ray: bool = False,
+    signing_key: bytes | None = None,
 ) -> Path:
     """Build a store of `pairs` under ``out_dir/<domain>/<version>/``; return its path.
 
     Does not change the domain's ACTIVE version (see `set_active`). Raises `CorpusError` for
     an empty corpus and ValueError for a bad domain, method or parameter, before writing.
-    `model` and `use_ray` are for methods that encode with a model (dense-ngram).
+    `model` and `use_ray` are for methods that encode with a model (dense-ngram). With a
+    `signing_key` the manifest is signed (see `manifest_signature`), for servers that require
+    signed stores.
     """
+    if signing_key is not None:
+        check_key(signing_key)
     _check_name("domain", domain)
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
@@ -283,7 +403,7 @@ def build_store(
         options = BuildOptions(progress, model, use_ray)
         written = METHODS[method].write(tmp, texts, params, options)
         counts = written["counts"]
-        write_manifest(
+        manifest = write_manifest(
             tmp,
             {
                 "kind": KIND,
@@ -307,6 +427,9 @@ def build_store(
                 "build_seconds": round(time.time() - started, 3),
             },
         )
+        if signing_key is not None:  # fsynced with the directory, which is not visible yet
+            manifest[SIGNATURE] = manifest_signature(manifest, signing_key)
+            (tmp / MANIFEST).write_text(manifest_text(manifest), encoding="utf-8")
     return final
 
 
@@ -339,11 +462,14 @@ def _resolve(path: Path) -> Path:
     return path
 
 
-def open_store(path: Path) -> Store:
-    """Verify a store (manifest, kind, format version, every checksum), then map its pairs.
+def open_store(path: Path, signing_key: bytes | None = None) -> Store:
+    """Open a store: read each file once, check its sha256 on the bytes it then parses, and
+    validate the values. The `Store` holds it all in memory and never reads the files again.
 
-    `path` is a version directory or a domain directory with an ACTIVE version. Any problem
-    is an `ArtifactError` naming the store and what is wrong.
+    `path` is a version directory or a domain directory with an ACTIVE version. Checksums
+    catch corruption, not an edit whose checksums were recomputed: with a `signing_key`,
+    only a store signed with that key opens. Any problem is an `ArtifactError` naming the
+    store, the file and what is wrong.
     """
     root = _resolve(path)
     manifest = read_manifest(root, KIND, FORMAT_VERSION)
@@ -357,23 +483,63 @@ def open_store(path: Path) -> Store:
             f"{root}: built with token view {manifest.get('token_view')!r}, "
             f"this ragmt tokenises with {TOKEN_VIEW!r}; rebuild the store"
         )
+    if signing_key is not None:
+        check_signature(root, manifest, signing_key)
+    arrays, columns, indexes = read_files(root, manifest["files"])
     try:
-        pairs = PairTexts(TextColumn.open(root, "sources"), TextColumn.open(root, "targets"))
-    except (OSError, ValueError) as e:
+        pairs = PairTexts(columns["sources"], columns["targets"])
+    except KeyError as e:
+        raise ArtifactError(f"{root}: {e.args[0]}.bin is not in the manifest") from e
+    except ValueError as e:
         raise ArtifactError(f"{root}: unreadable pair texts: {e}") from e
     if len(pairs) != manifest.get("pairs"):
         raise ArtifactError(f"{root}: {len(pairs)} pairs, manifest says {manifest.get('pairs')}")
-    return Store(root, manifest, pairs)
+    store = Store(
+        root,
+        manifest,
+        pairs,
+        MappingProxyType(arrays),
+        MappingProxyType(columns),
+        MappingProxyType(indexes),
+    )
+    try:
+        _check_values(store)
+        METHODS[method].check(store)
+    except ArtifactError:
+        raise
+    except (KeyError, ValueError) as e:
+        raise ArtifactError(f"{root}: inconsistent {method} store: {e}") from e
+    return store
 
 
-def load_retriever(store: Path | Store, model: Path | LoadedBundle | None = None) -> Retriever:
-    """Build the retriever of a store: a path is opened and verified first.
+# --- signatures ---------------------------------------------------------------------------
+
+
+def sign_store(path: Path, key: bytes) -> dict[str, Any]:
+    """Sign a store built without a key (or re-sign it with a new one): open and validate it,
+    so that no damaged store is signed, then replace its manifest.json atomically with the
+    signed manifest, which is returned."""
+    check_key(key)
+    store = open_store(path)
+    manifest = dict(store.manifest)
+    manifest[SIGNATURE] = manifest_signature(manifest, key)
+    replace_file(store.root / MANIFEST, manifest_text(manifest), store.root.parent)
+    return manifest
+
+
+def load_retriever(
+    store: Path | Store,
+    model: Path | LoadedBundle | None = None,
+    *,
+    signing_key: bytes | None = None,
+) -> Retriever:
+    """Build the retriever of a store: a path is opened first (with `signing_key`, if given).
 
     `model` is the bundle a dense store encodes queries with (default: the one recorded at
     build time); it must be the very bundle the store was built with. Sparse stores ignore it.
     """
     if not isinstance(store, Store):
-        store = open_store(store)
+        store = open_store(store, signing_key)
     try:
         return METHODS[store.method].load(store, model)
     except ArtifactError:
@@ -413,28 +579,17 @@ def active_version(stores_dir: Path, domain: str) -> str | None:
     return version
 
 
-def set_active(stores_dir: Path, domain: str, version: str) -> None:
-    """Point the domain's ACTIVE file at `version` (verified first) with an atomic replace."""
+def set_active(
+    stores_dir: Path, domain: str, version: str, *, signing_key: bytes | None = None
+) -> None:
+    """Point the domain's ACTIVE file at `version` (opened and validated first, with
+    `signing_key` if given) with an atomic replace."""
     _check_name("domain", domain)
     _check_name("version", version)
     d = Path(stores_dir) / domain
-    store = open_store(d / version)
+    store = open_store(d / version, signing_key)
     if store.manifest.get("domain") != domain:
         raise ArtifactError(
             f"{store.root}: a store of {store.manifest.get('domain')!r}, not {domain!r}"
         )
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{ACTIVE}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(version + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, d / ACTIVE)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    replace_file(d / ACTIVE, version + "\n", d)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,16 +27,14 @@ from index_builder.retrieval.faiss_index import (
     RecallProbe,
     apply_search,
     build_index,
-    read_verified_index,
+    nonfinite_vectors,
     tune_search,
     write_index,
 )
+from index_builder.store import Store, check_ngrams
 from models.artifacts import MANIFEST, ArtifactError
 from models.bundle import LoadedBundle
 from models.translator import DEFAULT_BUNDLE
-
-if TYPE_CHECKING:
-    from index_builder.store import Store
 
 
 def _encoder(model: Path | LoadedBundle | None) -> Encoder:
@@ -132,18 +130,36 @@ def _store_encoder(store: Store, model: Path | LoadedBundle | None) -> Encoder:
     return encoder
 
 
+def check(store: Store) -> None:
+    """A dense store's values, when it is opened: per width, one owner and start per FAISS
+    vector, the manifest's dimension, and every vector finite; ValueError naming the file."""
+    params = DenseNgramParams.from_dict(store.manifest["params"])
+    check_ngrams(store, params.widths)
+    for w in params.widths:
+        index, owner = store.index(f"w{w}"), store.array(f"w{w}.owner")
+        if index.ntotal != len(owner):
+            raise ValueError(
+                f"width {w}: w{w}.faiss holds {index.ntotal} vectors, w{w}.owner.npy "
+                f"{len(owner)} owners"
+            )
+        if index.d != store.manifest.get("dimension"):
+            raise ValueError(
+                f"w{w}.faiss: dimension {index.d}, the manifest says "
+                f"{store.manifest.get('dimension')!r}"
+            )
+        count, first = nonfinite_vectors(index)
+        if count:
+            raise ValueError(f"w{w}.faiss: {count} of its vectors not finite (the first: {first})")
+
+
 def load(store: Store, model: Path | LoadedBundle | None) -> DenseNgramRetriever:
-    """The retriever of a verified dense store; every FAISS file is hashed as it is read."""
+    """The retriever of an opened dense store, over the FAISS indexes it holds."""
     params = DenseNgramParams.from_dict(store.manifest["params"])
     encoder = _store_encoder(store, model)
     indexes = []
     for width in params.widths:
-        name = f"w{width}.faiss"
-        digest = store.manifest["files"].get(name)
-        if digest is None:
-            raise ArtifactError(f"{store.root}: {name} is not in the manifest")
-        index = read_verified_index(store.root / name, digest)
-        apply_search(index, params.search)
+        index = store.index(f"w{width}")
+        apply_search(index, params.search)  # the store's own setting, whoever loads it
         owner, start = store.array(f"w{width}.owner"), store.array(f"w{width}.start")
         indexes.append(DenseIndex(width, index, owner, start))
     return DenseNgramRetriever(encoder, indexes, store.pairs, params)

@@ -15,8 +15,6 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
-from models.artifacts import ArtifactError, sha256_bytes
-
 RECALL_K = 10
 _ADD_BLOCK = 1 << 16
 
@@ -189,21 +187,23 @@ def write_index(index: faiss.Index, path: Path) -> None:
     faiss.write_index(index, str(path))
 
 
-def read_verified_index(path: Path, sha256: str) -> faiss.Index:
-    """Read a FAISS index file whose bytes hash to `sha256`, else ArtifactError.
-
-    The bytes FAISS parses are the bytes that were hashed (read once, checked, deserialised),
-    so a file swapped after the store was verified is refused too; FAISS never sees a byte
-    that is not the one written at build time.
-    """
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise ArtifactError(f"{path}: unreadable FAISS index: {e}") from e
-    if sha256_bytes(data) != sha256:
-        raise ArtifactError(f"{path}: checksum mismatch for {Path(path).name} (changed on disk)")
+def index_from_bytes(data: bytes) -> faiss.Index:
+    """The FAISS index serialised in `data`: bytes a store has already checked, so that FAISS
+    parses exactly the bytes that were hashed; ValueError when FAISS cannot read them."""
     try:
         return faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
     except RuntimeError as e:
-        msg = str(e).splitlines()[0]
-        raise ArtifactError(f"{path}: not a readable FAISS index: {msg}") from e
+        raise ValueError(f"not a readable FAISS index: {str(e).splitlines()[0]}") from e
+
+
+def nonfinite_vectors(index: faiss.Index) -> tuple[int, int]:
+    """(how many, first id) of the vectors `index` holds, as it reconstructs them, that have a
+    non-finite component; (0, -1) when none has. Such a vector makes distances NaN or inf."""
+    count, first = 0, -1
+    for lo in range(0, index.ntotal, _ADD_BLOCK):
+        block = index.reconstruct_n(lo, min(_ADD_BLOCK, index.ntotal - lo))  # (B, D)
+        bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
+        if len(bad) and first < 0:
+            first = lo + int(bad[0])
+        count += len(bad)
+    return count, first

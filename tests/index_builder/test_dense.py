@@ -226,13 +226,15 @@ def test_index_of_another_width_refused(flat: Path, tmp_path: Path) -> None:
         load_retriever(path)
 
 
-def test_changed_on_disk_after_verification_refused(flat: Path, tmp_path: Path) -> None:
-    """FAISS parses the bytes that were hashed, not whatever the path holds by then."""
+def test_changed_on_disk_after_opening_is_not_read(flat: Path, tmp_path: Path) -> None:
+    """An opened store holds the bytes it verified: a file changed afterwards is never read."""
     path = _copy(flat, tmp_path)
-    store = open_store(path)  # verified
+    store = open_store(path)
+    want = load_retriever(store).search(QUERIES, 3)
     (path / "w4.faiss").write_bytes(b"\0" * 64)
+    assert load_retriever(store).search(QUERIES, 3) == want and any(want)
     with pytest.raises(ArtifactError, match="checksum mismatch for w4.faiss"):
-        load_retriever(store)
+        open_store(path)
 
 
 def test_k_beyond_corpus_and_minus_one_ids(bundle: Path, tmp_path: Path) -> None:
