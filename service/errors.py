@@ -1,7 +1,8 @@
 """Typed service errors and the one place that turns errors into JSON responses.
 
-Every error body is `{"error": {"code": str, "message": str, ...details}}`; clients never see
-a stack trace or an echo of their (possibly huge) input.
+Every error body is `{"error": {"code": str, "message": str, ...details}}`, except on
+LibreTranslate's paths: `{"error": message, "code": str, ...details}`, the shape its clients
+parse. Clients never see a stack trace or an echo of their (possibly huge) input.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 log = logging.getLogger("ragmt.service")
 
@@ -72,6 +74,12 @@ class NotReady(ServiceError):
     status, code = 503, "not_ready"
 
 
+class RequestTimeout(ServiceError):
+    """The client stopped sending its request body."""
+
+    status, code = 408, "request_timeout"
+
+
 class Unauthorized(ServiceError):
     """No credentials where some are needed."""
 
@@ -118,18 +126,25 @@ class ActivationFailed(ServiceError):
 LIBRETRANSLATE_PATHS = frozenset({"/translate", "/detect", "/languages"})
 
 
-def error_response(
-    exc: ServiceError, headers: dict[str, str] | None = None, flat: bool = False
-) -> JSONResponse:
-    """The JSON response of `exc`; `flat` gives LibreTranslate's shape (details alongside)."""
-    body = exc.body()
-    if flat:
-        body = {**exc.details, "error": exc.message, "code": exc.code}
-    return JSONResponse(body, status_code=exc.status, headers={**exc.headers, **(headers or {})})
+class ErrorJSONResponse(JSONResponse):
+    """An error's JSON response, shaped when it is sent: by then the path is known even to a
+    middleware that answers before routing (413), so every LibreTranslate path answers alike."""
+
+    def __init__(self, exc: ServiceError, headers: dict[str, str] | None = None) -> None:
+        self.exc = exc
+        super().__init__(exc.body(), exc.status, headers={**exc.headers, **(headers or {})})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("path") in LIBRETRANSLATE_PATHS:  # details alongside, as the flat shape
+            exc = self.exc
+            self.body = self.render({**exc.details, "error": exc.message, "code": exc.code})
+            self.headers["content-length"] = str(len(self.body))
+        await super().__call__(scope, receive, send)
 
 
-def _respond(request: Request, exc: ServiceError, headers: dict[str, str] | None = None):
-    return error_response(exc, headers, flat=request.url.path in LIBRETRANSLATE_PATHS)
+def error_response(exc: ServiceError, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The JSON response of `exc` (see ErrorJSONResponse for its two shapes)."""
+    return ErrorJSONResponse(exc, headers)
 
 
 def _field(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -142,7 +157,7 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
 
 async def _service_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
-    return _respond(request, exc)
+    return error_response(exc)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -157,7 +172,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     first = errors[0]
     message = f"{first['field']}: {first['message']}"
     err = InvalidInput(message, code="invalid_request", field=first["field"], errors=errors)
-    return _respond(request, err)
+    return error_response(err)
 
 
 _HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
@@ -170,12 +185,12 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         message = "request body is not valid UTF-8"
     err = ServiceError(message, code=_HTTP_CODES.get(exc.status_code, "http_error"))
     err.status = exc.status_code
-    return _respond(request, err, headers=dict(exc.headers or {}))
+    return error_response(err, headers=dict(exc.headers or {}))
 
 
 async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return _respond(request, ServiceError("internal error"))
+    return error_response(ServiceError("internal error"))
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -104,7 +104,18 @@ class ErrorDetail(BaseModel):
 
 
 class ErrorResponse(_Schema):
+    """Every error of the native routes (service/errors.py)."""
+
     error: ErrorDetail
+
+
+class LibreError(BaseModel):
+    """Every error of LibreTranslate's routes: the message where its clients read it, and
+    beside it the code and details the native routes nest under `error`."""
+
+    model_config = ConfigDict(extra="allow")
+    error: str
+    code: str
 
 
 class ModelInfo(_Schema):

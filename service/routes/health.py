@@ -7,8 +7,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from service.deps import ServiceDep
 from service.errors import NotReady
+from service.routes import errors
 from service.schemas import (
-    ErrorResponse,
     InfoResponse,
     LimitsInfo,
     ModelInfo,
@@ -24,7 +24,7 @@ async def livez() -> StatusResponse:
     return StatusResponse(status="ok")
 
 
-@router.get("/readyz", response_model=StatusResponse, responses={503: {"model": ErrorResponse}})
+@router.get("/readyz", response_model=StatusResponse, responses=errors(503))
 async def readyz(service: ServiceDep) -> StatusResponse:
     """Ready: a model and every required domain's store loaded, not draining."""
     engine = service.engine

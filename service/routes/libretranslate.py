@@ -23,7 +23,8 @@ from service.deps import Service, ServiceDep, admitting, authorize_client
 from service.engine import TranslationRequest
 from service.errors import BadRequest, InvalidInput, ServiceError, UnsupportedLanguage
 from service.langid import Detection
-from service.routes import ERRORS
+from service.routes import CLIENT_ERRORS, CLIENT_KEYS, errors
+from service.routes.bodies import check_json_depth
 from service.schemas import (
     LibreDetection,
     LibreDetectRequest,
@@ -40,9 +41,11 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 Body = TypeVar("Body", bound=BaseModel)
 
 
-def _openapi(schema: str) -> dict[str, Any]:
-    ref = {"$ref": f"#/components/schemas/{schema}"}
-    content = {"application/json": {"schema": ref}, FORM_TYPES[0]: {"schema": ref}}
+def _openapi(schema: type[BaseModel]) -> dict[str, Any]:
+    """The request body as documented: `schema` inline (the route reads the body itself, so
+    FastAPI lists no model for it), as JSON or either kind of form."""
+    body = schema.model_json_schema(ref_template="#/components/schemas/{model}")
+    content = {ctype: {"schema": body} for ctype in ("application/json", *FORM_TYPES)}
     return {"requestBody": {"required": True, "content": content}}
 
 
@@ -61,6 +64,7 @@ async def _body(request: Request) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise BadRequest("request body is not valid UTF-8") from None
+    check_json_depth(text)  # before json.loads, which recurses once per level
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
@@ -139,8 +143,9 @@ def _percent(d: Detection) -> dict[str, Any]:
     "/translate",
     response_model=LibreTranslateResponse,
     response_model_exclude_none=True,
-    responses=ERRORS,
-    openapi_extra=_openapi("LibreTranslateRequest"),
+    responses=errors(*CLIENT_ERRORS, 400, 413, 422, 503, libre=True),
+    dependencies=CLIENT_KEYS,
+    openapi_extra=_openapi(LibreTranslateRequest),
 )
 async def libre_translate(request: Request, service: ServiceDep) -> LibreTranslateResponse:
     """LibreTranslate's translate call: the pair's default model, the general domain."""
@@ -177,8 +182,9 @@ Detected = list[LibreDetection] | list[list[LibreDetection]]
 @router.post(
     "/detect",
     response_model=Detected,
-    responses=ERRORS,
-    openapi_extra=_openapi("LibreDetectRequest"),
+    responses=errors(*CLIENT_ERRORS, 400, 413, 422, 503, libre=True),
+    dependencies=CLIENT_KEYS,
+    openapi_extra=_openapi(LibreDetectRequest),
 )
 async def libre_detect(request: Request, service: ServiceDep) -> Detected:
     """LibreTranslate's detect call: `[{"language", "confidence"}]` for a text (its most

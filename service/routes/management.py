@@ -20,13 +20,14 @@ from fastapi import APIRouter, File, Form, Path, UploadFile
 
 from service.deps import Admin, ServiceDep
 from service.errors import InvalidInput, NotFound, NotReady
-from service.routes import ERRORS
+from service.routes import ADMIN_ERRORS, ADMIN_KEYS, errors
+from service.routes.bodies import JsonBodyRoute
 from service.routes.domains import DomainName
 from service.schemas import ActivateRequest, Deleted, DomainInfo, JobResponse
 from service.settings import VERSION_PATTERN, VERSION_RE
 from service.worker import uploads_dir
 
-router = APIRouter(dependencies=[Admin])
+router = APIRouter(route_class=JsonBodyRoute, dependencies=[Admin, *ADMIN_KEYS])
 
 VersionId = Annotated[str, Path(pattern=VERSION_PATTERN)]
 JobId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,100}$")]
@@ -91,7 +92,10 @@ def _built(store_root: FsPath, domain: str, result: dict[str, object]) -> bool:
 
 
 @router.post(
-    "/v1/domains/{domain}/corpora", status_code=202, response_model=JobResponse, responses=ERRORS
+    "/v1/domains/{domain}/corpora",
+    status_code=202,
+    response_model=JobResponse,
+    responses=errors(*ADMIN_ERRORS, 400, 413, 422, 503),
 )
 async def upload_corpus(
     domain: DomainName,
@@ -150,7 +154,9 @@ async def upload_corpus(
     return JobResponse.of(job)
 
 
-@router.get("/v1/jobs/{job_id}", response_model=JobResponse, responses=ERRORS)
+@router.get(
+    "/v1/jobs/{job_id}", response_model=JobResponse, responses=errors(*ADMIN_ERRORS, 422, 503)
+)
 async def get_job(job_id: JobId, service: ServiceDep) -> JobResponse:
     """A store-build job's state (queued, running, done, failed), progress and result."""
     job = await service.require_backends().jobs.get(job_id)
@@ -159,7 +165,11 @@ async def get_job(job_id: JobId, service: ServiceDep) -> JobResponse:
     return JobResponse.of(job)
 
 
-@router.post("/v1/domains/{domain}/activate", response_model=DomainInfo, responses=ERRORS)
+@router.post(
+    "/v1/domains/{domain}/activate",
+    response_model=DomainInfo,
+    responses=errors(*ADMIN_ERRORS, 400, 413, 422, 503),
+)
 async def activate(domain: DomainName, body: ActivateRequest, service: ServiceDep) -> DomainInfo:
     """Load, validate, then switch the domain to `version` on every replica; idempotent."""
     manager = service.manager()
@@ -167,7 +177,11 @@ async def activate(domain: DomainName, body: ActivateRequest, service: ServiceDe
     return DomainInfo(**manager.describe(domain))
 
 
-@router.post("/v1/domains/{domain}/rollback", response_model=DomainInfo, responses=ERRORS)
+@router.post(
+    "/v1/domains/{domain}/rollback",
+    response_model=DomainInfo,
+    responses=errors(*ADMIN_ERRORS, 409, 422, 503),
+)
 async def rollback(domain: DomainName, service: ServiceDep) -> DomainInfo:
     """Switch back to the version that was active before the current one."""
     manager = service.manager()
@@ -175,7 +189,11 @@ async def rollback(domain: DomainName, service: ServiceDep) -> DomainInfo:
     return DomainInfo(**manager.describe(domain))
 
 
-@router.delete("/v1/domains/{domain}/versions/{version}", response_model=Deleted, responses=ERRORS)
+@router.delete(
+    "/v1/domains/{domain}/versions/{version}",
+    response_model=Deleted,
+    responses=errors(*ADMIN_ERRORS, 409, 422, 503),
+)
 async def delete_version(domain: DomainName, version: VersionId, service: ServiceDep) -> Deleted:
     """Delete an inactive version; the active one is refused (409)."""
     await service.manager().delete(domain, version)

@@ -5,17 +5,18 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.deps import Client, ServiceDep, admitting
-from service.routes import ERRORS
+from service.routes import CLIENT_ERRORS, CLIENT_KEYS, errors
+from service.routes.bodies import JsonBodyRoute
 from service.schemas import TranslateRequest, TranslateResponse
 
-router = APIRouter(dependencies=[Client])
+router = APIRouter(route_class=JsonBodyRoute, dependencies=[Client, *CLIENT_KEYS])
 
 
 @router.post(
     "/v1/translate",
     response_model=TranslateResponse,
     response_model_exclude_unset=True,  # neighbours and gate only when present
-    responses=ERRORS,
+    responses=errors(*CLIENT_ERRORS, 400, 404, 413, 422, 503),
 )
 async def translate(body: TranslateRequest, service: ServiceDep) -> TranslateResponse:
     """Translate `texts` with the domain's active store version (per text: which one)."""

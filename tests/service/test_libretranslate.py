@@ -149,6 +149,19 @@ def test_malformed_bodies(client: TestClient) -> None:
     assert "object" in lt_error(client.post("/translate", content=b"[1]", headers=json_type), 422)
 
 
+def test_too_large_bodies_are_libretranslate_shaped(bundle: Path) -> None:
+    """The size limit answers before routing, yet in the shape of the path it answers."""
+    s = Settings(model_path=bundle, stores_dir=bundle.parent / "no-stores", max_body_bytes=100)
+    c = TestClient(create_app(s))  # no lifespan: the limit needs no model
+    body = {"q": "one " * 50, "source": "en", "target": "de"}
+    assert "max_body_bytes=100" in lt_error(c.post("/translate", json=body), 413)
+    resp = c.post("/detect", data={"q": "one " * 50})
+    assert "max_body_bytes=100" in lt_error(resp, 413)
+    assert resp.json()["code"] == "payload_too_large" and resp.json()["max"] == 100
+    resp = c.post("/v1/translate", json={"texts": ["one " * 50]})  # native routes: nested
+    assert resp.status_code == 413 and resp.json()["error"]["code"] == "payload_too_large"
+
+
 def test_languages(client: TestClient) -> None:
     resp = client.get("/languages")
     assert resp.status_code == 200
