@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,15 +19,15 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 import torch
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from models.translator import DecodeOptions
 from service.backends import open_backends
-from service.deps import Service
+from service.deps import Service, check_admin
 from service.domains import GENERAL_DOMAIN, DomainManager
 from service.engine import Limits, TranslationEngine
-from service.errors import BadRequest, PayloadTooLarge, error_response, install_error_handlers
+from service.errors import install_error_handlers
 from service.metrics import Metrics
+from service.middleware import RequestBodies
 from service.result_cache import ResultCache
 from service.routes import domains, health, libretranslate, management, translate
 from service.settings import DOMAIN_PATTERN, Settings
@@ -39,53 +38,6 @@ from service.worker import run_worker
 log = logging.getLogger("ragmt.service")
 
 UPLOAD_PATH = r"/v1/domains/" + DOMAIN_PATTERN.strip("^$") + r"/corpora"
-
-
-class BodySizeLimit:
-    """Refuse bodies over the limit with 413: by Content-Length, then by the bytes received.
-
-    Corpus uploads (paths matching `upload_path`) get `max_upload_bytes`, everything else
-    `max_bytes`. The body is read here (bounded by construction) and replayed to the app.
-    """
-
-    def __init__(
-        self, app: ASGIApp, max_bytes: int, max_upload_bytes: int, upload_path: str
-    ) -> None:
-        self.app, self.upload_path = app, re.compile(upload_path)
-        self.limits = {"max_body_bytes": max_bytes, "max_upload_bytes": max_upload_bytes}
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        name = "max_upload_bytes" if self.upload_path.fullmatch(scope["path"]) else "max_body_bytes"
-        max_bytes = self.limits[name]
-        too_large = PayloadTooLarge(
-            f"request body exceeds {name}={max_bytes} bytes", limit=name, max=max_bytes
-        )
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None:
-            if not declared.isdigit():
-                return await error_response(BadRequest("invalid Content-Length"))(
-                    scope, receive, send
-                )
-            if int(declared) > max_bytes:
-                return await error_response(too_large)(scope, receive, send)
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > max_bytes:
-                return await error_response(too_large)(scope, receive, send)
-            more = message.get("more_body", False)
-        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks)}]
-
-        async def replayed() -> Message:
-            return replay.pop() if replay else await receive()
-
-        await self.app(scope, replayed, send)
 
 
 @asynccontextmanager
@@ -236,10 +188,13 @@ def create_app(settings: Settings | None = None, backends: Backends | None = Non
     for module in (health, translate, libretranslate, domains, management):
         app.include_router(module.router)
     app.add_middleware(
-        BodySizeLimit,
+        RequestBodies,
         max_bytes=settings.max_body_bytes,
         max_upload_bytes=settings.max_upload_bytes,
         upload_path=UPLOAD_PATH,
+        body_timeout_s=settings.body_timeout_s,
+        check_upload=lambda headers: check_admin(settings, headers),
+        on_client_gone=metrics.rejections.labels("client_gone").inc,
     )
     install_error_handlers(app)
     return app

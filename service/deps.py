@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -62,8 +63,8 @@ def get_service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(get_service)]
 
 
-def _bearer(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
+def _bearer(headers: Mapping[str, str]) -> str | None:
+    auth = headers.get("authorization", "")
     scheme, _, token = auth.partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
@@ -76,11 +77,16 @@ def _matches(given: str, keys: list[str]) -> bool:
 
 
 def require_admin(request: Request, service: ServiceDep) -> None:
-    """Management routes: off (404) without an admin key, else 401 without and 403 wrong."""
-    admin = service.settings.admin_key
+    check_admin(service.settings, request.headers)
+
+
+def check_admin(settings: Settings, headers: Mapping[str, str]) -> None:
+    """Management routes: off (404) without an admin key, else 401 without and 403 wrong.
+    Headers only, so a middleware can refuse a large upload before reading its body."""
+    admin = settings.admin_key
     if admin is None:
         raise NotFound("management routes are disabled (no admin key configured)", code="disabled")
-    given = _bearer(request) or request.headers.get("x-admin-key")
+    given = _bearer(headers) or headers.get("x-admin-key")
     if not given:
         raise Unauthorized(
             "admin key required (Authorization: Bearer or X-Admin-Key)",
@@ -93,7 +99,7 @@ def require_admin(request: Request, service: ServiceDep) -> None:
 async def authorize_client(service: Service, request: Request, body_key: str | None) -> None:
     """API key (when required) and rate limit of a translation or domain-read request."""
     settings = service.settings
-    given = _bearer(request) or request.headers.get("x-api-key") or body_key
+    given = _bearer(request.headers) or request.headers.get("x-api-key") or body_key
     if settings.api_keys:
         keys = list(settings.api_keys)
         if settings.admin_key is not None:

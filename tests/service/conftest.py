@@ -4,16 +4,20 @@ The tiny real bundle they serve (`bundle`) is built once per session in tests/co
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 from fastapi import FastAPI
 
 from index_builder.corpus import Pair
 from index_builder.store import build_store, open_store, set_active
+from service.server import DrainingServer
 
 
 @pytest.fixture
@@ -48,3 +52,34 @@ async def running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://ragmt.test") as c:
             yield c
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Uncaptured(list):
+    """uvicorn re-raises the signals it handled once it has stopped: not in this test process."""
+
+    def append(self, sig: int) -> None:
+        pass
+
+
+@asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[str]:
+    """Serve `app` with uvicorn on a free loopback port; yields the base URL."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    server = DrainingServer(config, app)
+    server._captured_signals = Uncaptured()
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        assert not task.done(), "server failed to start"
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 30)

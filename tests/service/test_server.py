@@ -7,10 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-import socket
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -20,40 +17,10 @@ import uvicorn
 from service.app import create_app
 from service.server import DrainingServer
 from service.settings import Settings
-from tests.service.conftest import make_store, store_pairs
+from tests.service.conftest import Uncaptured, free_port, make_store, serving, store_pairs
 from tests.toy import LEXICON, gloss, toy_pairs
 
 pytestmark = [pytest.mark.system, pytest.mark.anyio]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Uncaptured(list):
-    """uvicorn re-raises the signals it handled once it has stopped: not in this test process."""
-
-    def append(self, sig: int) -> None:
-        pass
-
-
-@asynccontextmanager
-async def serving(app) -> AsyncIterator[str]:
-    """Serve `app` with uvicorn on a free loopback port; yields the base URL."""
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-    server = DrainingServer(config, app)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not task.done(), "server failed to start"
-        await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 30)
 
 
 async def test_hot_swap_over_loopback_with_many_clients(bundle: Path, tmp_path: Path) -> None:
