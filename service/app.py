@@ -56,6 +56,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.domains,
         settings.reconcile_interval_s,
         gpu=engine.gpu_index,
+        signing_key=settings.signing_key,
     )
     engine.domains = manager
     engine.results = ResultCache(backends.cache, settings.cache_ttl_s, service.metrics)
@@ -79,7 +80,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.tasks.append(
             asyncio.create_task(
                 run_worker(
-                    backends, settings.store_root, consumer, stop, model=settings.bundle_path
+                    backends,
+                    settings.store_root,
+                    consumer,
+                    stop,
+                    model=settings.bundle_path,
+                    signing_key=settings.signing_key,
                 )
             )
         )
@@ -152,6 +158,8 @@ def startup_summary(
             lines.append(f"domain {domain}: no active store (503 until a version is activated)")
     admin = "on" if settings.admin_key is not None else "off (RAGMT_ADMIN_KEY unset)"
     keys = f"{len(settings.api_keys)} keys required" if settings.api_keys else "off (open)"
+    signed = "required" if settings.signing_key else "not required (RAGMT_STORE_SIGNING_KEY unset)"
+    lines.append(f"store signatures {signed}")
     lines.append(f"management routes {admin}; client API keys {keys}")
     worker = "in this process" if settings.run_worker else "off (a separate `ragmt worker`)"
     lines.append(f"{state}; store builds {worker}")

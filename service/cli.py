@@ -418,7 +418,7 @@ def _domain_retriever(domain: str, stores: Path | None, encoder: Path | None, se
             f"(build one with `ragmt build-store --domain {domain} --corpus FILE ...`)"
         )
     try:
-        store = open_store(root / domain)
+        store = open_store(root / domain, _settings().signing_key)
         return load_retriever(store, store_encoder(store.manifest, served, encoder))
     except ArtifactError as e:
         _fail(str(e))
@@ -625,6 +625,35 @@ def _read_pairs(paths: list[Path], split: str, src_lang: str, tgt_lang: str) -> 
         _fail(str(e))
 
 
+@app.command("sign-store")
+def sign_store_cmd(
+    domain: str = typer.Option(..., help="the domain whose versions are signed"),
+    version: str = typer.Option(None, help="one version (default: every version of the domain)"),
+    out: Path = typer.Option(
+        None, help="stores directory (default: the service's, RAGMT_STORES_DIR or data/stores)"
+    ),
+) -> None:
+    """Sign store versions built before RAGMT_STORE_SIGNING_KEY was set, with that key (each
+    is verified first; its manifest is rewritten atomically)."""
+    from index_builder.store import list_versions, sign_store
+    from models.artifacts import ArtifactError
+
+    _domain_name(domain)
+    root = _stores_dir(out)
+    key = _settings().signing_key
+    if key is None:
+        _fail("RAGMT_STORE_SIGNING_KEY is not set: there is no key to sign with")
+    versions = [version] if version is not None else list_versions(root, domain)
+    if not versions:
+        _fail(f"no store versions of domain {domain!r} under {root}")
+    for v in versions:
+        try:
+            sign_store(root / domain / v, key)
+        except (ArtifactError, ValueError, OSError) as e:
+            _fail(f"{domain}/{v}: {e}")
+        typer.echo(f"signed {domain}/{v}")
+
+
 @app.command("build-store")
 def build_store_cmd(
     domain: str = typer.Option(..., help="domain name; the store goes to <out>/<domain>/"),
@@ -697,12 +726,22 @@ def build_store_cmd(
     pairs = _read_pairs(corpus, split, src_lang, tgt_lang)
     bundle = (model or DEFAULT_BUNDLE) if dense else None
     languages = (src_lang, tgt_lang)
+    key = _settings().signing_key  # RAGMT_STORE_SIGNING_KEY: signed as the service requires
     try:
         path = build_store(
-            pairs, domain, method, out, params, languages, True, model=bundle, use_ray=ray
+            pairs,
+            domain,
+            method,
+            out,
+            params,
+            languages,
+            True,
+            model=bundle,
+            use_ray=ray,
+            signing_key=key,
         )
         if activate:
-            set_active(out, domain, path.name)
+            set_active(out, domain, path.name, signing_key=key)
     except (CorpusError, ArtifactError, ValueError) as e:
         _fail(str(e))
     manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))

@@ -124,8 +124,10 @@ class DomainManager:
         domains: list[str] | None = None,
         reconcile_interval_s: float = 10.0,
         gpu: int | None = None,
+        signing_key: bytes | None = None,
     ) -> None:
         self.stores_dir = Path(stores_dir)
+        self.signing_key = signing_key  # set: a store must carry its HMAC signature
         self.gpu = gpu  # CUDA device index: dense stores search there too (None: CPU)
         self.registry = registry
         self.metrics = metrics
@@ -252,7 +254,7 @@ class DomainManager:
         root = self.stores_dir / domain / version
         if not root.is_dir():
             raise FileNotFoundError(f"no version {version} of domain {domain}")
-        store = stores.open_store(root)
+        store = stores.open_store(root, self.signing_key)
         m = store.manifest
         if m.get("domain") != domain:
             raise ValueError(f"a store of domain {m.get('domain')!r}, not {domain!r}")
@@ -402,7 +404,7 @@ class DomainManager:
     def _write_active(self, domain: str, version: str) -> None:
         """Point the ACTIVE file at `version` unless it already does (blocking)."""
         if self._file_active(domain) != version:
-            stores.set_active(self.stores_dir, domain, version)
+            stores.set_active(self.stores_dir, domain, version, signing_key=self.signing_key)
 
     async def activate(self, domain: str, version: str) -> DomainState:
         """Load, validate and publish `version`, then serve it (see `_publish`); idempotent."""

@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     neighbours_k: int = Field(defaults.NEIGHBOURS_K, ge=1, le=64)  # pairs retrieved per text
     reconcile_interval_s: float = Field(10.0, gt=0)  # periodic re-read of the shared registry
     max_upload_bytes: int = Field(50_000_000, ge=1)  # corpus uploads (management route)
+    # HMAC key shared with the store builder: set, only stores it signed are served or reused
+    store_signing_key: SecretStr | None = None
 
     # Shared state between replicas
     redis_url: str | None = None  # None: everything in-process (a single replica)
@@ -132,7 +134,15 @@ class Settings(BaseSettings):
             )
         if self.admin_key is not None and not self.admin_key.get_secret_value():
             raise ValueError("admin_key is empty; unset it to turn management routes off")
+        if self.store_signing_key is not None and not self.store_signing_key.get_secret_value():
+            raise ValueError("store_signing_key is empty; unset it to serve unsigned stores")
         return self
+
+    @property
+    def signing_key(self) -> bytes | None:
+        """`store_signing_key` as the bytes HMAC takes (None: stores need no signature)."""
+        key = self.store_signing_key
+        return key.get_secret_value().encode() if key is not None else None
 
     @property
     def bundle_path(self) -> Path:

@@ -12,6 +12,7 @@ job delivered twice (a worker died before acking) builds once. A failed build le
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import os
@@ -27,7 +28,14 @@ from index_builder.corpus import CorpusError, Pair
 from index_builder.readers import read_corpus, read_moses
 from index_builder.retrieval.encoder import bundle_sha256
 from index_builder.retrieval.idf import IdfNgramParams
-from index_builder.store import METHODS, build_store, corpus_sha256, list_versions
+from index_builder.store import (
+    METHODS,
+    SIGNATURE,
+    build_store,
+    corpus_sha256,
+    list_versions,
+    manifest_signature,
+)
 from models.artifacts import MANIFEST, ArtifactError
 from service.backends import open_backends
 from service.settings import DOMAIN_RE, Settings
@@ -106,14 +114,20 @@ def existing_version(
     method: str,
     params: dict[str, Any],
     model_sha256: str | None = None,
+    signing_key: bytes | None = None,
 ) -> str | None:
     """A complete version of `domain` built from the same corpus, method, parameters (and,
-    for dense stores, encoder)."""
+    for dense stores, encoder); with `signing_key`, only one signed with it (an unsigned
+    one would be refused at activation)."""
     for version in reversed(list_versions(stores_dir, domain)):
         try:
             text = (Path(stores_dir) / domain / version / MANIFEST).read_text(encoding="utf-8")
             m = json.loads(text)
         except (OSError, ValueError):
+            continue
+        if signing_key is not None and not hmac.compare_digest(
+            str(m.get(SIGNATURE, "")), manifest_signature(m, signing_key)
+        ):
             continue
         built = (m.get("corpus_sha256"), m.get("method"), m.get("params"), m.get("model_sha256"))
         if built == (corpus_hash, method, params, model_sha256):
@@ -122,7 +136,11 @@ def existing_version(
 
 
 def build(
-    stores_dir: Path, spec: dict[str, Any], pairs: list[Pair], model: Path | None = None
+    stores_dir: Path,
+    spec: dict[str, Any],
+    pairs: list[Pair],
+    model: Path | None = None,
+    signing_key: bytes | None = None,
 ) -> dict[str, Any]:
     """Build (or find) the version of this corpus; blocking, so it runs in a thread.
 
@@ -135,12 +153,21 @@ def build(
         raise JobSpecError(f"{method} needs a model bundle and this worker was given none")
     identity = encoder_identity(model) if dense and model is not None else None
     corpus_hash = corpus_sha256(pairs)
-    version = existing_version(stores_dir, domain, corpus_hash, method, params, identity)
+    version = existing_version(
+        stores_dir, domain, corpus_hash, method, params, identity, signing_key
+    )
     reused = version is not None
     if version is None:
         langs = (spec["source_lang"], spec["target_lang"])
         built = build_store(
-            pairs, domain, method, stores_dir, params, langs, model=model if dense else None
+            pairs,
+            domain,
+            method,
+            stores_dir,
+            params,
+            langs,
+            model=model if dense else None,
+            signing_key=signing_key,
         )
         version = built.name
     return {"version": version, "pairs": len(pairs), "corpus_sha256": corpus_hash, "reused": reused}
@@ -169,7 +196,13 @@ async def _heartbeat(jobs: JobQueue, job_id: str) -> None:
             log.warning("job %s heartbeat failed: %s", job_id, e)
 
 
-async def process_job(jobs: JobQueue, stores_dir: Path, job: Job, model: Path | None = None) -> str:
+async def process_job(
+    jobs: JobQueue,
+    stores_dir: Path,
+    job: Job,
+    model: Path | None = None,
+    signing_key: bytes | None = None,
+) -> str:
     """Run one claimed job to `done` or `failed`; returns the final state."""
     if job.state == "done":  # delivered again after it finished: nothing to do
         return "done"
@@ -179,7 +212,7 @@ async def process_job(jobs: JobQueue, stores_dir: Path, job: Job, model: Path | 
         spec = check_spec(job.spec)
         pairs = await anyio.to_thread.run_sync(read_pairs, stores_dir, spec)
         await jobs.update(job.id, progress=0.3, message=f"indexing {len(pairs)} pairs")
-        result = await anyio.to_thread.run_sync(build, stores_dir, spec, pairs, model)
+        result = await anyio.to_thread.run_sync(build, stores_dir, spec, pairs, model, signing_key)
     except (CorpusError, ArtifactError, JobSpecError, ValueError, OSError) as e:
         error = _safe(e, stores_dir)
     except Exception as e:
@@ -208,6 +241,7 @@ async def run_worker(
     stop: asyncio.Event,
     block_ms: int = 1000,
     model: Path | None = None,
+    signing_key: bytes | None = None,
 ) -> None:
     """Claim and run jobs until `stop` is set; a queue outage is waited out, not fatal.
 
@@ -224,7 +258,7 @@ async def run_worker(
         if job is None:
             continue
         try:
-            await process_job(backends.jobs, stores_dir, job, model)
+            await process_job(backends.jobs, stores_dir, job, model, signing_key)
             await backends.jobs.ack(job.id)
         except Exception:  # e.g. the queue went away mid-job: it will be delivered again
             log.exception("job %s not recorded; it will be retried", job.id)
@@ -252,7 +286,14 @@ async def _main(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop.set)
     consumer = f"{socket.gethostname()}-{os.getpid()}"
     try:
-        await run_worker(backends, settings.store_root, consumer, stop, model=settings.bundle_path)
+        await run_worker(
+            backends,
+            settings.store_root,
+            consumer,
+            stop,
+            model=settings.bundle_path,
+            signing_key=settings.signing_key,
+        )
     finally:
         await backends.close()
 

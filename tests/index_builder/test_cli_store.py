@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from index_builder.store import active_version, list_versions, open_store
+from models.artifacts import ArtifactError
 from service.cli import app
 
 pytestmark = pytest.mark.integration
@@ -227,3 +228,28 @@ def test_neighbours_refuses_tampered_store(active_store: tuple[Path, str], tmp_p
     assert res.exit_code == 2
     assert "checksum mismatch for targets.bin" in res.output
     assert not (tmp_path / "n.jsonl").exists()
+
+
+def test_stores_are_signed_when_a_key_is_set_and_old_ones_by_sign_store(
+    prepared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "stores"
+    assert _build(out, [prepared], "--method", "idf-sentence").exit_code == 0
+    unsigned = active_version(out, "docs")
+    monkeypatch.setenv("RAGMT_STORE_SIGNING_KEY", "k1")
+    with pytest.raises(ArtifactError, match="unsigned store"):
+        open_store(out / "docs" / unsigned, b"k1")
+    result = _build(out, [prepared], "--method", "idf-ngram", "--widths", "2")
+    assert result.exit_code == 0, result.output
+    signed = active_version(out, "docs")
+    assert signed != unsigned
+    open_store(out / "docs" / signed, b"k1")  # built signed with the key of the environment
+    result = runner.invoke(app, ["sign-store", "--domain", "docs", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"signed docs/{unsigned}" in result.output
+    open_store(out / "docs" / unsigned, b"k1")
+    with pytest.raises(ArtifactError, match="signature does not match"):
+        open_store(out / "docs" / unsigned, b"k2")
+    monkeypatch.delenv("RAGMT_STORE_SIGNING_KEY")
+    result = runner.invoke(app, ["sign-store", "--domain", "docs", "--out", str(out)])
+    assert result.exit_code == 2 and "RAGMT_STORE_SIGNING_KEY is not set" in result.output

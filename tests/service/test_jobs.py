@@ -8,13 +8,14 @@ from xml.sax.saxutils import escape
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from index_builder.store import list_versions, open_store
 from service.app import create_app
 from service.settings import Settings
 from service.shared import memory_backends
 from service.worker import process_job, run_worker
-from tests.service.conftest import running
+from tests.service.conftest import make_store, running
 from tests.toy import gloss, toy_pairs
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -220,3 +221,26 @@ async def test_worker_loop_on_its_own(tmp_path: Path) -> None:
     evil = await backends.jobs.submit({**spec, "files": ["../../x.tsv"]}, "docs:evil")
     assert await process_job(backends.jobs, stores, evil) == "failed"
     assert "upload names" in (await backends.jobs.get(evil.id)).error
+
+
+async def test_with_a_signing_key_only_signed_stores_serve(bundle: Path, tmp_path: Path) -> None:
+    """A server that requires signatures refuses an unsigned store (as it refuses an edited one
+    whose checksums were recomputed: tests/index_builder/test_store_safety.py), while what its
+    own worker builds is signed and serves; an unsigned version of the corpus is not reused."""
+    stores = tmp_path / "stores"
+    unsigned = make_store(stores, "toy", PAIRS, method="idf-ngram")
+    s = settings(bundle, stores).model_copy(update={"store_signing_key": SecretStr("shared")})
+    async with running(create_app(s)) as c:
+        resp = await c.post("/v1/domains/toy/activate", json={"version": unsigned}, headers=ADMIN)
+        assert resp.status_code == 422, resp.text
+        assert "unsigned store" in resp.json()["error"]["message"]
+        resp = await upload(c, "toy", {"file": ("c.tsv", tsv(PAIRS))}, method="idf-ngram")
+        job = await finished(c, resp.json()["id"])
+        assert job["state"] == "done" and not job["result"]["reused"], job
+        signed = job["result"]["version"]
+        assert signed != unsigned
+        open_store(stores / "toy" / signed, b"shared")
+        resp = await c.post("/v1/domains/toy/activate", json={"version": signed}, headers=ADMIN)
+        assert resp.status_code == 200, resp.text
+        got = await c.post("/v1/translate", json={"texts": ["red tree"], "domain": "toy"})
+        assert got.json()["results"][0]["store_version"] == signed
