@@ -94,6 +94,11 @@ class Settings(BaseSettings):
             return [v.strip() for v in value.split(",") if v.strip()]
         return value
 
+    @field_validator("store_signing_key", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value  # compose passes `${VAR:-}` as ""
+
     @field_validator("default_models")
     @classmethod
     def _pair_defaults(cls, value: list[str]) -> list[str]:
@@ -134,8 +139,6 @@ class Settings(BaseSettings):
             )
         if self.admin_key is not None and not self.admin_key.get_secret_value():
             raise ValueError("admin_key is empty; unset it to turn management routes off")
-        if self.store_signing_key is not None and not self.store_signing_key.get_secret_value():
-            raise ValueError("store_signing_key is empty; unset it to serve unsigned stores")
         return self
 
     @property
