@@ -157,7 +157,8 @@ def startup_summary(
         else:
             lines.append(f"domain {domain}: no active store (503 until a version is activated)")
     admin = "on" if settings.admin_key is not None else "off (RAGMT_ADMIN_KEY unset)"
-    keys = f"{len(settings.api_keys)} keys required" if settings.api_keys else "off (open)"
+    n_keys = len(settings.api_keys) + len(settings.key_entries)
+    keys = f"{n_keys} keys required" if settings.keys_required else "off (open)"
     signed = "required" if settings.signing_key else "not required (RAGMT_STORE_SIGNING_KEY unset)"
     lines.append(f"store signatures {signed}")
     lines.append(f"management routes {admin}; client API keys {keys}")

@@ -1,11 +1,16 @@
 """What routes depend on: the service state, and who may call what.
 
-Three kinds of route: public (health, info, metrics, docs, LibreTranslate's /languages),
-client (translation and domain reads: an API key when `api_keys` is set, and the rate
-limit), admin (management: the admin key; 404 when none is configured). Keys come in
-`Authorization: Bearer <key>`, `X-API-Key` (client) or `X-Admin-Key` (admin) and are compared
-in constant time. Rate limits count per API key (hashed) where keys are required, otherwise
-per client address; neither ever becomes a metric label or a log line.
+Three kinds of route: public (health, info, docs, LibreTranslate's /languages; /metrics
+too unless keys are required), client (translation and domain reads: an API key when keys
+are configured, and the rate limit), admin (management: the admin key; 404 when none is
+configured). Keys come in `Authorization: Bearer <key>`, `X-API-Key` (client) or
+`X-Admin-Key` (admin) and are compared in constant time.
+
+A client key stands for a `Principal`: a plain `RAGMT_API_KEYS` key and the admin key open
+every domain, a key of `RAGMT_API_KEYS_FILE` the domains its entry lists (to translate with,
+and to read neighbours from), so one customer's translation memory stays its own. Without
+configured keys everyone is `OPEN`. Rate limits count per principal where keys are
+required, otherwise per client address; neither ever becomes a metric label or a log line.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -25,10 +30,88 @@ from service.engine import TranslationEngine
 from service.errors import Forbidden, NotFound, NotReady, TooManyRequests, Unauthorized
 from service.langid import LanguageIdentifier
 from service.metrics import Metrics
-from service.settings import Settings
+from service.settings import EVERY_DOMAIN, Settings
 from service.shared import Backends
 
 log = logging.getLogger("ragmt.service")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Whom a client request acts for, and which domains its key opens (None: every one)."""
+
+    name: str
+    translate: frozenset[str] | None = None
+    neighbours: frozenset[str] | None = None  # within `translate`
+    admin: bool = False
+    metrics: bool = False  # may read /metrics, whose labels name every domain
+    budget: str | None = None  # its rate budget; None: the client's address is
+
+    def may(self, domain: str, neighbours: bool = False) -> bool:
+        """Whether the key may translate with `domain` (and read its neighbours)."""
+        scopes = (self.translate, self.neighbours) if neighbours else (self.translate,)
+        return all(scope is None or domain in scope for scope in scopes)
+
+    def check(self, domain: str, neighbours: bool = False) -> None:
+        """403 domain_forbidden outside the key's scope. The answer does not depend on
+        whether `domain` exists, so a key cannot probe for other customers' domains."""
+        if not self.may(domain):
+            what = "translate with"
+        elif not self.may(domain, neighbours):
+            what = "read the neighbours of"
+        else:
+            return
+        raise Forbidden(f"this API key may not {what} that domain", code="domain_forbidden")
+
+    def visible(self, domains: Iterable[str]) -> list[str]:
+        """The domains of `domains` this key may translate with (and so may know about)."""
+        return [d for d in domains if self.may(d)]
+
+
+OPEN = Principal("open", metrics=True)  # no keys configured: every client, every scope
+
+
+def _scope(given: list[str] | str) -> frozenset[str] | None:
+    return None if given == EVERY_DOMAIN else frozenset(given)
+
+
+def _hashed(key: str) -> str:
+    return "k:" + hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Keyring:
+    """Every key a client route accepts and the principal it stands for."""
+
+    keys: tuple[tuple[str, Principal], ...] = field(repr=False)  # never in a log line
+    required: bool = False  # client routes need a key (plain or scoped keys are configured)
+
+    @classmethod
+    def of(cls, settings: Settings) -> Keyring:
+        keys = [(k, Principal("api_keys", budget=_hashed(k))) for k in settings.api_keys]
+        for entry in settings.key_entries:
+            scoped = Principal(
+                entry.name,
+                _scope(entry.translate),
+                _scope(entry.neighbours),
+                metrics=entry.metrics,
+                budget="p:" + entry.name,
+            )
+            keys.append((entry.key.get_secret_value(), scoped))
+        if settings.admin_key is not None:
+            admin = settings.admin_key.get_secret_value()
+            keys.append(
+                (admin, Principal("admin", admin=True, metrics=True, budget=_hashed(admin)))
+            )
+        return cls(tuple(keys), settings.keys_required)
+
+    def find(self, given: str) -> Principal | None:
+        """The principal of key `given`, or None for an unknown key."""
+        found = None
+        for key, principal in self.keys:  # no early exit: timing tells no key's position
+            if hmac.compare_digest(given.encode(), key.encode()) and found is None:
+                found = principal
+        return found
 
 
 @dataclass
@@ -44,6 +127,10 @@ class Service:
     draining: bool = False
     drain_deadline: float | None = None  # time.monotonic() by which a drain ends
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    keyring: Keyring = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.keyring = Keyring.of(self.settings)
 
     def manager(self) -> DomainManager:
         if self.domains is None:
@@ -96,25 +183,27 @@ def check_admin(settings: Settings, headers: Mapping[str, str]) -> None:
         raise Forbidden("wrong admin key")
 
 
-async def authorize_client(service: Service, request: Request, body_key: str | None) -> None:
-    """API key (when required) and rate limit of a translation or domain-read request."""
+async def authorize_client(service: Service, request: Request, body_key: str | None) -> Principal:
+    """API key (when required) and rate limit of a translation or domain-read request; the
+    principal the key stands for (OPEN without configured keys)."""
     settings = service.settings
-    given = _bearer(request.headers) or request.headers.get("x-api-key") or body_key
-    if settings.api_keys:
-        keys = list(settings.api_keys)
-        if settings.admin_key is not None:
-            keys.append(settings.admin_key.get_secret_value())
+    principal = OPEN
+    if service.keyring.required:
+        given = _bearer(request.headers) or request.headers.get("x-api-key") or body_key
         if not given:
             service.metrics.rejections.labels("no_api_key").inc()
             raise Unauthorized(
                 "API key required (Authorization: Bearer, X-API-Key or api_key)",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        if not _matches(given, keys):
+        found = service.keyring.find(given)
+        if found is None:
             service.metrics.rejections.labels("bad_api_key").inc()
             raise Forbidden("unknown API key")
+        principal = found
+    request.state.principal = principal
     if settings.rate_limit > 0:
-        who = rate_identity(settings, request, given)
+        who = rate_identity(request, principal)
         limiter = service.require_backends().limiter
         try:
             allowed, wait = await limiter.hit(who, settings.rate_limit, settings.rate_window_s)
@@ -131,19 +220,68 @@ async def authorize_client(service: Service, request: Request, body_key: str | N
                 limit="rate_limit",
                 max=settings.rate_limit,
             )
+    return principal
 
 
-def rate_identity(settings: Settings, request: Request, given: str | None) -> str:
-    """Whom a request's rate budget belongs to: its API key only when keys are required (a
-    key that was checked); otherwise its client address, so a made-up key per request buys
-    no fresh budget."""
-    if settings.api_keys and given:
-        return "k:" + hashlib.sha256(given.encode()).hexdigest()[:32]
+def rate_identity(request: Request, principal: Principal) -> str:
+    """Whom a request's rate budget belongs to: its principal when keys are required (a key
+    that was checked); otherwise (OPEN) its client address, so a made-up key per request
+    buys no fresh budget."""
+    if principal.budget is not None:
+        return principal.budget
     return "a:" + (request.client.host if request.client else "unknown")
 
 
-async def require_client(request: Request, service: ServiceDep) -> None:
-    await authorize_client(service, request, None)
+async def require_client(request: Request, service: ServiceDep) -> Principal:
+    """A client route's key and rate limit; routes take its principal as `PrincipalDep`
+    (FastAPI runs it once per request however many times it is depended on)."""
+    return await authorize_client(service, request, None)
+
+
+def in_scope(service: Service, principal: Principal, domain: str, neighbours: bool) -> None:
+    """The key's scope first (403, alike for an unknown domain and a forbidden one), then the
+    domain's existence (404 naming only the domains the key opens)."""
+    try:
+        principal.check(domain, neighbours)
+    except Forbidden:
+        service.metrics.rejections.labels("domain_forbidden").inc()
+        raise
+    manager = service.domains
+    if manager is not None and not manager.is_known(domain):
+        known = principal.visible(manager.known_domains())
+        raise NotFound(
+            f"unknown domain; available: {', '.join(known) or 'none'}", code="unknown_domain"
+        )
+
+
+def _any_key(headers: Mapping[str, str]) -> str | None:
+    return _bearer(headers) or headers.get("x-api-key") or headers.get("x-admin-key")
+
+
+def reader(service: Service, headers: Mapping[str, str]) -> Principal | None:
+    """Who reads a public route that answers more to a key (/info): OPEN without configured
+    keys, else the principal of the key sent, None for none or an unknown one. Never raises:
+    the route stays public."""
+    if not service.keyring.required:
+        return OPEN
+    given = _any_key(headers)
+    return service.keyring.find(given) if given else None
+
+
+def require_metrics(request: Request, service: ServiceDep) -> None:
+    """/metrics names every domain in its labels: open without configured keys, else the
+    admin key or a key whose entry has `metrics` (401 without a key, 403 with another)."""
+    if not service.keyring.required:
+        return
+    given = _any_key(request.headers)
+    if not given:
+        raise Unauthorized(
+            "a key is required (Authorization: Bearer, X-API-Key or X-Admin-Key)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    principal = service.keyring.find(given)
+    if principal is None or not principal.metrics:
+        raise Forbidden("this key may not read the metrics")
 
 
 def admitting(service: Service) -> None:
@@ -156,3 +294,5 @@ def admitting(service: Service) -> None:
 
 Admin = Depends(require_admin)
 Client = Depends(require_client)
+MetricsReader = Depends(require_metrics)
+PrincipalDep = Annotated[Principal, Client]

@@ -1,6 +1,8 @@
 """Service settings: the one place that reads the environment (variables prefixed `RAGMT_`).
 
 Lists (`RAGMT_API_KEYS`, `RAGMT_REQUIRED_DOMAINS`, `RAGMT_DOMAINS`) are comma-separated.
+`RAGMT_API_KEYS_FILE` names a JSON file of scoped client keys (`read_keys_file`), read here
+when the settings are validated.
 Retrieval stores are read from `stores_dir`, by default ``<data_dir>/stores`` (``data/stores``
 relative to the working directory, next to the prepared corpora of ``ragmt data prepare``).
 """
@@ -8,13 +10,23 @@ relative to the working directory, next to the prepared corpora of ``ragmt data 
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from index_builder.store import DOMAIN_PATTERN, DOMAIN_RE, check_domain
@@ -22,12 +34,113 @@ from models import defaults
 from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE
 from service.registry import bundle_dirs
 
-__all__ = ["DOMAIN_PATTERN", "DOMAIN_RE", "VERSION_PATTERN", "VERSION_RE", "Settings"]
+__all__ = [
+    "DOMAIN_PATTERN",
+    "DOMAIN_RE",
+    "EVERY_DOMAIN",
+    "VERSION_PATTERN",
+    "VERSION_RE",
+    "ApiKeyEntry",
+    "Settings",
+    "read_keys_file",
+]
 # Store version ids (index_builder.store names them `<UTC time>Z-<hash>`); never a path.
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 VERSION_RE = re.compile(VERSION_PATTERN)
 
 CommaList = Annotated[list[str], NoDecode]
+
+EVERY_DOMAIN = "*"  # a key file's scope that opens every domain, present and future
+GENERAL = "general"  # service.domains.GENERAL_DOMAIN: always served, so always in scope
+KEY_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+class ApiKeyEntry(BaseModel):
+    """One client key of RAGMT_API_KEYS_FILE: who holds it, and which domains it opens (to
+    translate with, and to read retrieved neighbours from)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=KEY_NAME_PATTERN)
+    key: SecretStr  # never printed: errors name the entry by `name`
+    translate: list[str] | Literal["*"] = []
+    neighbours: list[str] | Literal["*"] = []  # a subset of `translate`
+    metrics: bool = False  # may read /metrics, whose labels name every domain
+
+
+def _scope_problem(entry: ApiKeyEntry, configured: Sequence[str]) -> str | None:
+    """What is wrong with an entry's domains, or None."""
+    for what in ("translate", "neighbours"):
+        scope = getattr(entry, what)
+        if scope == EVERY_DOMAIN:
+            continue
+        for domain in scope:
+            if not DOMAIN_RE.fullmatch(domain):
+                return f"{what}: {domain[:80]!r} is not a domain name"
+            if configured and domain not in {*configured, GENERAL}:
+                return f"{what}: domain {domain!r} is not among RAGMT_DOMAINS"
+    if entry.translate != EVERY_DOMAIN:
+        if entry.neighbours == EVERY_DOMAIN:
+            return "neighbours: '*' needs translate '*'"
+        beyond = sorted(set(entry.neighbours) - set(entry.translate))
+        if beyond:
+            return f"neighbours: {', '.join(beyond)} not among its translate domains"
+    return None
+
+
+def read_keys_file(
+    path: Path, configured: Sequence[str] = (), other_keys: Sequence[str] = ()
+) -> list[ApiKeyEntry]:
+    """The entries of a keys file, every one checked; a ValueError names the entry that is
+    wrong by its name (or position), never by its key. `configured`: RAGMT_DOMAINS (empty:
+    any domain name); `other_keys`: RAGMT_API_KEYS and the admin key, which no entry may
+    repeat (a key must say who is calling)."""
+    where = f"api_keys_file {path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{where}: cannot read it ({type(e).__name__})") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: not JSON ({e.msg}, line {e.lineno})") from None
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{where}: expected a non-empty list of key entries")
+    entries: list[ApiKeyEntry] = []
+    names: set[str] = set()
+    owners = {key: "RAGMT_API_KEYS or RAGMT_ADMIN_KEY" for key in other_keys}
+    for i, item in enumerate(raw):
+        name = item.get("name") if isinstance(item, dict) else None
+        label = f"{where}: entry {i + 1}"
+        if isinstance(name, str) and re.fullmatch(KEY_NAME_PATTERN, name):
+            label += f" ({name!r})"
+        if not isinstance(item, dict):
+            raise ValueError(f"{label}: expected an object")
+        try:
+            entry = ApiKeyEntry.model_validate(item)
+        except ValidationError as e:  # only where and what: pydantic's input would be the key
+            first = e.errors()[0]
+            field = str(first["loc"][0])[:80] if first["loc"] else "entry"
+            what = first["msg"]
+            if field in ("translate", "neighbours"):
+                what = "expected a list of domain names, or '*' for every domain"
+            raise ValueError(f"{label}: {field}: {what}") from None
+        key = entry.key.get_secret_value()
+        if not key.strip():
+            raise ValueError(f"{label}: key is empty")
+        if key != key.strip():
+            raise ValueError(f"{label}: key starts or ends with white space")
+        if entry.name in names:
+            raise ValueError(f"{label}: name {entry.name!r} is used twice")
+        if key in owners:
+            raise ValueError(f"{label}: its key is also the key of {owners[key]}")
+        problem = _scope_problem(entry, configured)
+        if problem is not None:
+            raise ValueError(f"{label}: {problem}")
+        names.add(entry.name)
+        owners[key] = f"entry {entry.name!r}"
+        entries.append(entry)
+    return entries
 
 
 class Settings(BaseSettings):
@@ -73,6 +186,9 @@ class Settings(BaseSettings):
     # Access
     admin_key: SecretStr | None = None  # None: management routes are off (404)
     api_keys: CommaList = []  # non-empty: translation routes need one of these keys
+    # JSON list of scoped keys (ApiKeyEntry); they too make translation routes need a key
+    api_keys_file: Path | None = None
+    _key_entries: list[ApiKeyEntry] = PrivateAttr(default_factory=list)
 
     # Load
     rate_limit: int = Field(0, ge=0)  # requests per rate_window_s per API key or client; 0: off
@@ -139,7 +255,27 @@ class Settings(BaseSettings):
             )
         if self.admin_key is not None and not self.admin_key.get_secret_value():
             raise ValueError("admin_key is empty; unset it to turn management routes off")
+        if self.api_keys_file is not None:
+            admin = [self.admin_key.get_secret_value()] if self.admin_key is not None else []
+            self._key_entries = read_keys_file(
+                self.api_keys_file, self.domains, [*self.api_keys, *admin]
+            )
         return self
+
+    @field_validator("api_keys_file", mode="before")
+    @classmethod
+    def _no_file_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value  # compose passes `${VAR:-}` as ""
+
+    @property
+    def key_entries(self) -> list[ApiKeyEntry]:
+        """The scoped client keys of `api_keys_file` (empty without one)."""
+        return list(self._key_entries)
+
+    @property
+    def keys_required(self) -> bool:
+        """Whether client routes need an API key: plain or scoped keys are configured."""
+        return bool(self.api_keys or self._key_entries)
 
     @property
     def signing_key(self) -> bytes | None:

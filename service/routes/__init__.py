@@ -17,7 +17,8 @@ from service.schemas import ErrorResponse, LibreError
 WHY = {
     400: "bad_request: a body that cannot be read (not UTF-8, a broken form or Content-Length)",
     401: "unauthorized: this route needs a key and none was sent",
-    403: "forbidden: the key sent does not open this route",
+    403: "forbidden: the key sent does not open this route; domain_forbidden: the key does not "
+    "open the domain (or its neighbours), answered alike whether the domain exists or not",
     404: "not found: unknown_domain, unknown_model, unknown_job, unknown_version, or disabled "
     "(management routes without an admin key configured)",
     409: "conflict: the request contradicts the domain's state (the active version cannot be "
@@ -79,3 +80,4 @@ BEARER = HTTPBearer(
 )
 CLIENT_KEYS = [Security(API_KEY), Security(BEARER)]
 ADMIN_KEYS = [Security(ADMIN_KEY), Security(BEARER)]
+METRICS_KEYS = [Security(API_KEY), Security(ADMIN_KEY), Security(BEARER)]  # once keys are set

@@ -1,13 +1,14 @@
-"""Public routes: liveness, readiness, info and the Prometheus exposition."""
+"""Public routes: liveness, readiness, info and the Prometheus exposition (which needs the
+admin key or a metrics key once client keys are configured: its labels name the domains)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from service.deps import ServiceDep
+from service.deps import MetricsReader, ServiceDep, reader
 from service.errors import NotReady
-from service.routes import errors
+from service.routes import METRICS_KEYS, errors
 from service.schemas import (
     InfoResponse,
     LimitsInfo,
@@ -39,11 +40,16 @@ async def readyz(service: ServiceDep) -> StatusResponse:
 
 
 @router.get("/info", response_model=InfoResponse)
-async def info(service: ServiceDep) -> InfoResponse:
+async def info(request: Request, service: ServiceDep) -> InfoResponse:
+    """Models, limits and domains. Once client keys are configured, `domains` lists only the
+    domains the key sent opens (`Authorization: Bearer`, `X-API-Key` or `X-Admin-Key`): none
+    without a key, or with an unknown one."""
     engine, s = service.engine, service.settings
     lim = engine.limits
     defaults = engine.registry.defaults
-    domains = service.domains.known_domains() if service.domains is not None else []
+    principal = reader(service, request.headers)
+    known = service.domains.known_domains() if service.domains is not None else []
+    domains = principal.visible(known) if principal is not None else []
     return InfoResponse(
         ready=engine.ready,
         reason=engine.not_ready_reason,
@@ -66,7 +72,12 @@ async def info(service: ServiceDep) -> InfoResponse:
     )
 
 
-@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}}, **errors(401, 403)},
+    dependencies=[MetricsReader, *METRICS_KEYS],
+)
 async def metrics(service: ServiceDep) -> Response:
     """Prometheus text exposition (latency, queue, rejections, cache, swaps, jobs)."""
     service.metrics.queue_depth.set(service.engine.queued)

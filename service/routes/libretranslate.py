@@ -19,7 +19,8 @@ from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from service.deps import Service, ServiceDep, admitting, authorize_client
+from service.deps import Service, ServiceDep, admitting, authorize_client, in_scope
+from service.domains import GENERAL_DOMAIN
 from service.engine import TranslationRequest
 from service.errors import BadRequest, InvalidInput, ServiceError, UnsupportedLanguage
 from service.langid import Detection
@@ -84,7 +85,8 @@ def _as_q(e: ServiceError) -> ServiceError:
 
 
 async def _request(request: Request, service: Service, schema: type[Body]) -> Body:
-    """The validated body, after admission and the client's key (checked before the body)."""
+    """The validated body, after admission and the client's key (checked before the body),
+    which must open the general domain: LibreTranslate's routes serve that one."""
     admitting(service)
     problem: Exception | None = None
     try:
@@ -92,7 +94,8 @@ async def _request(request: Request, service: Service, schema: type[Body]) -> Bo
     except ServiceError as e:
         data, problem = {}, e
     key = data.get("api_key")
-    await authorize_client(service, request, key if isinstance(key, str) else None)
+    principal = await authorize_client(service, request, key if isinstance(key, str) else None)
+    in_scope(service, principal, GENERAL_DOMAIN, neighbours=False)
     if problem is not None:
         raise problem
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -194,3 +195,35 @@ def test_api_key_in_the_body_or_a_header(bundle: Path) -> None:
         assert lt_error(
             c.post("/translate", content=b"{", headers={"content-type": "application/json"}), 401
         )
+
+
+def test_a_key_must_open_the_general_domain(bundle: Path, tmp_path: Path) -> None:
+    """LibreTranslate's routes translate with the general domain: a scoped key that does not
+    open it is refused (403 domain_forbidden, in LibreTranslate's shape), whatever the body."""
+    keys = tmp_path / "keys.json"
+    keys.write_text(
+        json.dumps(
+            [
+                {"name": "acme", "key": "acme-key", "translate": ["acme"]},
+                {"name": "public", "key": "public-key", "translate": ["general"]},
+            ]
+        )
+    )
+    s = Settings(model_path=bundle, stores_dir=tmp_path / "stores", api_keys_file=keys, **LIMITS)
+    body = {"q": "red", "source": "en", "target": "de"}
+    with TestClient(create_app(s)) as c:
+        for path, sent in (("/translate", body), ("/detect", {"q": "Open the file."})):
+            for how in (
+                {"json": sent | {"api_key": "acme-key"}},
+                {"data": sent, "headers": {"X-API-Key": "acme-key"}},
+            ):
+                resp = c.post(path, **how)
+                assert "domain" in lt_error(resp, 403)
+                assert resp.json()["code"] == "domain_forbidden"
+            bad = c.post(path, json={"api_key": "acme-key"})  # refused before the body's 422
+            assert bad.json()["code"] == "domain_forbidden"
+            assert c.post(path, json=sent | {"api_key": "public-key"}).status_code == 200
+        assert c.post("/translate", json=body | {"api_key": "public-key"}).json() == {
+            "translatedText": "rot"
+        }
+        assert c.get("/languages").status_code == 200  # public: model pairs, no domains

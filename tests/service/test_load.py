@@ -101,7 +101,7 @@ async def test_rate_limit_is_429_with_retry_after(bundle: Path, tmp_path: Path) 
         resp = await c.post("/translate", json=lt)  # the same key's budget on LibreTranslate
         assert resp.status_code == 429 and "retry-after" in resp.headers
         assert (await c.post("/v1/translate", json=body, headers=k2)).status_code == 200
-        metrics = (await c.get("/metrics")).text
+        metrics = (await c.get("/metrics", headers=ADMIN)).text
         assert 'ragmt_rejections_total{reason="rate_limited"} 2.0' in metrics
         assert "k1" not in metrics and "127.0.0.1" not in metrics
 

@@ -16,7 +16,7 @@ from service.app import create_app
 from service.errors import LIBRETRANSLATE_PATHS
 from service.settings import Settings
 from tests.service.conftest import make_store
-from tests.service.test_routes import ADMIN, CLIENT, PROTECTION, PUBLIC
+from tests.service.test_routes import ADMIN, CLIENT, METRICS, PROTECTION, PUBLIC
 from tests.toy import toy_pairs
 
 pytestmark = pytest.mark.integration
@@ -26,10 +26,12 @@ LIBRE_ERROR = "#/components/schemas/LibreError"
 SECURITY = {
     CLIENT: [{"ApiKey": []}, {"Bearer": []}],
     ADMIN: [{"AdminKey": []}, {"Bearer": []}],
+    METRICS: [{"ApiKey": []}, {"AdminKey": []}, {"Bearer": []}],
 }
 # The error statuses each route can answer (500 everywhere some error is documented).
 ERRORS = {
     ("GET", "/readyz"): {500, 503},
+    ("GET", "/metrics"): {401, 403, 500},
     ("POST", "/v1/translate"): {400, 401, 403, 404, 413, 422, 429, 500, 503},
     ("POST", "/translate"): {400, 401, 403, 413, 422, 429, 500, 503},
     ("POST", "/detect"): {400, 401, 403, 413, 422, 429, 500, 503},
@@ -207,6 +209,8 @@ CASES = [
     ("locked", "POST", "/detect", None, {"json": {"q": 5}}, 422),
     ("locked", "GET", "/v1/domains/{domain}", "/v1/domains/nope", {}, 404),
     ("locked", "GET", "/v1/domains/{domain}", "/v1/domains/No!", {}, 422),
+    ("locked", "GET", "/metrics", None, {"headers": {}}, 401),
+    ("locked", "GET", "/metrics", None, {}, 403),  # a client key, not the admin key
     ("locked", "GET", "/v1/jobs/{job_id}", "/v1/jobs/j1", {"headers": {}}, 401),
     ("locked", "GET", "/v1/jobs/{job_id}", "/v1/jobs/j1", {"headers": {"X-Admin-Key": "x"}}, 403),
     ("locked", "GET", "/v1/jobs/{job_id}", "/v1/jobs/j1", {"headers": ADMIN_KEY}, 404),

@@ -1,4 +1,5 @@
-"""Every route of the app and its protection: public, client (API keys) or admin.
+"""Every route of the app and its protection: public, client (API keys), admin, or metrics
+(public until client keys are configured, then the admin key or a metrics key).
 
 A new route fails `test_every_route_is_classified` until it is added to PROTECTION, so no
 route can appear without a decision about who may call it.
@@ -17,12 +18,12 @@ from service.settings import Settings
 
 pytestmark = pytest.mark.integration
 
-PUBLIC, CLIENT, ADMIN = "public", "client", "admin"
+PUBLIC, CLIENT, ADMIN, METRICS = "public", "client", "admin", "metrics"
 PROTECTION = {
     ("GET", "/livez"): PUBLIC,
     ("GET", "/readyz"): PUBLIC,
     ("GET", "/info"): PUBLIC,
-    ("GET", "/metrics"): PUBLIC,
+    ("GET", "/metrics"): METRICS,
     ("GET", "/languages"): PUBLIC,
     ("GET", "/openapi.json"): PUBLIC,
     ("GET", "/docs"): PUBLIC,
@@ -123,3 +124,20 @@ def test_client_routes_need_an_api_key_when_configured(locked: TestClient, open_
 @pytest.mark.parametrize("route", sorted(r for r, p in PROTECTION.items() if p == PUBLIC))
 def test_public_routes_need_nothing(locked: TestClient, route) -> None:
     assert call(locked, *route).status_code == 200
+
+
+@pytest.mark.parametrize("route", sorted(r for r, p in PROTECTION.items() if p == METRICS))
+def test_metrics_need_the_admin_key_once_client_keys_are_configured(
+    locked: TestClient, open_app: TestClient, route
+) -> None:
+    """Its labels name every domain, which a client key may not all know."""
+    assert call(open_app, *route).status_code == 200  # no client keys: public, as before
+    resp = call(locked, *route)
+    assert resp.status_code == 401 and resp.headers["www-authenticate"] == "Bearer"
+    assert "ragmt_" not in resp.text
+    for bad in ({"X-API-Key": "cli"}, {"Authorization": "Bearer cli"}, {"X-Admin-Key": "no"}):
+        resp = call(locked, *route, bad)  # a plain client key opens translation, not this
+        assert resp.status_code == 403 and "ragmt_" not in resp.text
+    for good in ({"X-Admin-Key": "adm"}, {"Authorization": "Bearer adm"}, {"X-API-Key": "adm"}):
+        resp = call(locked, *route, good)
+        assert resp.status_code == 200 and "ragmt_rejections_total" in resp.text
