@@ -7,6 +7,8 @@ independent review ran them (issue 32), so a fix is shown by the figures of a re
   RSS before, at its peak while they stream, and after (MiB), and what they were answered.
 - stalled-bodies: 2,000 connections send their headers and part of a body, then nothing; how
   many the server answered (408) and closed within RAGMT_BODY_TIMEOUT_S + 5 s.
+- stalled-headers: 2,000 connections send part of their headers, then nothing; how many the
+  server closed within RAGMT_HEADER_TIMEOUT_S + 5 s.
 - long-texts: 3 texts of 100 sentences, and 64 texts of 5 sentences, on an idle server.
 - made-up-keys: 10 requests with a fresh made-up key each, rate limit 5 and no keys required.
 - nested-json: LibreTranslate's /translate with JSON nested 100,000 deep.
@@ -268,6 +270,43 @@ async def stalled_bodies(bench: Bench, connections: int = 2000) -> dict[str, Any
     }
 
 
+async def stalled_headers(bench: Bench, connections: int = 2000) -> dict[str, Any]:
+    """Connections that send part of their headers and then nothing (slowloris)."""
+    timeout_s = 10.0
+    served = await bench.server(RAGMT_HEADER_TIMEOUT_S=str(timeout_s))
+    loop = asyncio.get_running_loop()
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(connections):
+            s = socket.create_connection(("127.0.0.1", served.port))
+            s.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: t\r\n")
+            s.setblocking(False)
+            socks.append(s)
+
+        async def closed(s: socket.socket) -> bool:
+            deadline = time.monotonic() + timeout_s + 5
+            while time.monotonic() < deadline:
+                try:
+                    if not await asyncio.wait_for(loop.sock_recv(s, 4096), 0.5):
+                        return True
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return True
+            return False
+
+        results = await asyncio.gather(*(closed(s) for s in socks))
+    finally:
+        for s in socks:
+            s.close()
+        served.stop()
+    return {
+        "connections": connections,
+        "closed_by_server": sum(results),
+        "header_timeout_s": timeout_s,
+    }
+
+
 async def long_texts(bench: Bench) -> dict[str, Any]:
     served = await bench.server()
     rng = random.Random(3)
@@ -418,6 +457,11 @@ def outcome(name: str, row: dict[str, Any]) -> str:
             f"{row['answered_408']} of {row['connections']} answered 408, "
             f"{row['closed_by_server']} closed by the server within {row['body_timeout_s'] + 5:g} s"
         )
+    if name == "stalled-headers":
+        return (
+            f"{row['closed_by_server']} of {row['connections']} closed by the server within "
+            f"{row['header_timeout_s'] + 5:g} s"
+        )
     if name == "long-texts":
         return "; ".join(f"{k}: {v['status']} in {v['seconds']} s" for k, v in row.items())
     if name == "clients-gone":
@@ -439,6 +483,7 @@ def outcome(name: str, row: dict[str, Any]) -> str:
 SCENARIOS = {
     "uploads-without-key": uploads_without_key,
     "stalled-bodies": stalled_bodies,
+    "stalled-headers": stalled_headers,
     "long-texts": long_texts,
     "made-up-keys": made_up_keys,
     "nested-json": nested_json,

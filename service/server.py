@@ -12,6 +12,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 from uvicorn.config import LOGGING_CONFIG
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from service.app import create_app
 from service.settings import Settings
@@ -77,6 +78,43 @@ def log_config(level: str = "info") -> dict[str, Any]:
     return config
 
 
+class HeaderDeadline(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline for a request's headers.
+
+    uvicorn times out idle keep-alive connections, but a connection that trickles its header
+    lines (or sends part of them and stops) holds a socket and a file descriptor forever.
+    Here the headers must be complete within `header_timeout_s` of the connection opening or
+    of the previous response ending; else the connection is closed. (Bodies have their own
+    idle timeout: service.middleware.)
+    """
+
+    header_timeout_s = 10.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm()
+
+    def _arm(self) -> None:
+        waiting_since = self.cycle  # a new request replaces it once its headers are parsed
+        self.loop.call_later(self.header_timeout_s, self._late, waiting_since)
+
+    def _late(self, waiting_since: object) -> None:
+        if self.cycle is waiting_since and not self.transport.is_closing():
+            self.transport.close()
+
+
+def uvicorn_config(app: FastAPI, settings: Settings, **options: Any) -> uvicorn.Config:
+    """The uvicorn configuration of the service (the header deadline included); `options`
+    add to uvicorn's own (tests pass log_level, port)."""
+    protocol = type("Http", (HeaderDeadline,), {"header_timeout_s": settings.header_timeout_s})
+    base = {"host": settings.host, "port": settings.port, "http": protocol}
+    return uvicorn.Config(app, **(base | options))
+
+
 def serve(settings: Settings | None = None) -> None:
     """Serve `create_app(settings)` on settings.host:settings.port until SIGTERM/SIGINT.
 
@@ -85,7 +123,5 @@ def serve(settings: Settings | None = None) -> None:
     """
     settings = settings if settings is not None else Settings()
     app = create_app(settings)
-    config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, log_level="info", log_config=log_config()
-    )
+    config = uvicorn_config(app, settings, log_level="info", log_config=log_config())
     DrainingServer(config, app).run()

@@ -158,6 +158,7 @@ class Settings(BaseSettings):
     max_chars: int = Field(2000, ge=1)
     max_body_bytes: int = Field(1_000_000, ge=1)
     body_timeout_s: float = Field(10.0, gt=0)  # a body silent this long: 408, connection closed
+    header_timeout_s: float = Field(10.0, gt=0)  # a request's headers must arrive within this
     beam_size: int = Field(defaults.BEAM_SIZE, ge=1)
     max_beam_size: int = Field(8, ge=1)
     # GNMT length normalisation exponent of beam search

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 
 from index_builder.corpus import Pair
 from index_builder.store import build_store, open_store, set_active
-from service.server import DrainingServer
+from service.server import DrainingServer, uvicorn_config
 
 
 @pytest.fixture
@@ -71,7 +70,7 @@ class Uncaptured(list):
 async def serving(app: FastAPI) -> AsyncIterator[str]:
     """Serve `app` with uvicorn on a free loopback port; yields the base URL."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn_config(app, app.state.settings, port=port, log_level="warning")
     server = DrainingServer(config, app)
     server._captured_signals = Uncaptured()
     task = asyncio.create_task(server.serve())

@@ -160,3 +160,32 @@ async def test_a_client_that_goes_away_is_not_decoded(bundle: Path, tmp_path: Pa
     assert 'ragmt_rejections_total{reason="client_gone"} 4.0' in metrics
     # Decoded: "red" and "blue" alone, none of the eight texts whose clients left.
     assert "ragmt_batch_texts_sum 2.0" in metrics
+
+
+async def test_headers_that_trickle_are_cut_at_the_deadline(bundle: Path, tmp_path: Path) -> None:
+    app = create_app(settings(bundle, tmp_path, header_timeout_s=1.0))
+    async with serving(app) as base:
+        loop = asyncio.get_running_loop()
+        port = int(base.rsplit(":", 1)[1])
+        trickling, silent = (socket.create_connection(("127.0.0.1", port)) for _ in range(2))
+        trickling.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+        silent.sendall(b"GET /livez HTTP/1.1\r\nHost: t\r\n")  # and never the blank line
+        for s in (trickling, silent):
+            s.setblocking(False)
+        start = time.monotonic()
+        closed_after = None
+        for _ in range(40):  # a header byte every 0.1 s keeps the connection busy, not done
+            try:
+                await loop.sock_sendall(trickling, b"x")
+            except OSError:
+                closed_after = time.monotonic() - start
+                break
+            await asyncio.sleep(0.1)
+        got, closed = await answer(silent, 1.0)
+        trickling.close()
+        silent.close()
+        # A complete request on a new connection is unaffected.
+        async with httpx.AsyncClient(base_url=base) as c:
+            assert (await c.get("/livez")).status_code == 200
+    assert closed_after is not None and closed_after < 2.5, closed_after
+    assert closed and got == b""
