@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,3 +56,22 @@ def write_record(path: Path | None, base: dict[str, Any], **row: Any) -> None:
     file `path` (`--results`); nothing without one."""
     if path is not None:
         append_record(path, {**base, **row})
+
+
+def free_port() -> int:
+    """A free TCP port on loopback, for a server a benchmark starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_memory_mib(pid: int) -> dict[str, float]:
+    """Of process `pid`, MiB: VmRSS (resident now), VmHWM (its peak), RssAnon (heap: what a
+    leak grows) and RssFile (mapped files)."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+                out[key] = int(value.split()[0]) / 1024
+    return out

@@ -44,7 +44,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks._common import machine, run_fields, write_record
+from benchmarks._common import free_port, machine, proc_memory_mib, run_fields, write_record
 from index_builder.corpus import Pair
 from index_builder.store import build_store, set_active
 
@@ -85,20 +85,6 @@ def sentence(rng: random.Random, short: bool = False) -> str:
         return f"{rng.choice(['Open', 'Close'])} the {rng.choice(['file', 'page', 'window'])}."
     en, _ = rng.choice(ACTIONS)
     return en.format(rng.choice(OBJECTS))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 class Served:
@@ -172,6 +158,34 @@ async def metric(c: httpx.AsyncClient, name: str) -> float:
     return 0.0
 
 
+def stalled(port: int, n: int, first: bytes) -> list[socket.socket]:
+    """`n` connections to the server that send `first` and then nothing."""
+    out = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(first)
+        s.setblocking(False)
+        out.append(s)
+    return out
+
+
+async def until_closed(sock: socket.socket, within_s: float) -> tuple[bytes, bool]:
+    """What the server sent on `sock` within `within_s`, and whether it closed it by then."""
+    loop = asyncio.get_running_loop()
+    got, deadline = b"", time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            data = await asyncio.wait_for(loop.sock_recv(sock, 4096), 0.5)
+        except TimeoutError:
+            continue
+        except OSError:
+            return got, True
+        if not data:
+            return got, True
+        got += data
+    return got, False
+
+
 # --- scenarios ------------------------------------------------------------------------------
 
 
@@ -186,13 +200,13 @@ async def uploads_without_key(bench: Bench) -> dict[str, Any]:
         yield b"\r\n--b--\r\n"
 
     try:
-        before = peak = rss_mib(served.proc.pid)
+        before = peak = proc_memory_mib(served.proc.pid)["VmRSS"]
         done = False
 
         async def sample() -> None:
             nonlocal peak
             while not done:
-                peak = max(peak, rss_mib(served.proc.pid))
+                peak = max(peak, proc_memory_mib(served.proc.pid)["VmRSS"])
                 await asyncio.sleep(0.05)
 
         sampler = asyncio.create_task(sample())
@@ -207,7 +221,7 @@ async def uploads_without_key(bench: Bench) -> dict[str, Any]:
         seconds = time.perf_counter() - start
         done = True
         await sampler
-        after = rss_mib(served.proc.pid)
+        after = proc_memory_mib(served.proc.pid)["VmRSS"]
     finally:
         served.stop()
     return {
@@ -226,35 +240,17 @@ def _status(answer: Any) -> str:
 async def stalled_bodies(bench: Bench, connections: int = 2000) -> dict[str, Any]:
     timeout_s = 10.0
     served = await bench.server(RAGMT_BODY_TIMEOUT_S=str(timeout_s))
-    loop = asyncio.get_running_loop()
     head = (
         b"POST /v1/translate HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
         b'Content-Length: 100\r\n\r\n{"texts": ['
     )
     socks: list[socket.socket] = []
     try:
-        for _ in range(connections):
-            s = socket.create_connection(("127.0.0.1", served.port))
-            s.sendall(head)
-            s.setblocking(False)
-            socks.append(s)
+        socks += stalled(served.port, connections, head)
         fds_open = len(os.listdir(f"/proc/{served.proc.pid}/fd"))
 
-        async def outcome(s: socket.socket) -> tuple[bool, bool]:
-            got, deadline = b"", time.monotonic() + timeout_s + 5
-            while time.monotonic() < deadline:
-                try:
-                    data = await asyncio.wait_for(loop.sock_recv(s, 4096), 0.5)
-                except TimeoutError:
-                    continue
-                except OSError:
-                    break
-                if not data:
-                    return got.startswith(b"HTTP/1.1 408"), True
-                got += data
-            return got.startswith(b"HTTP/1.1 408"), False
-
-        results = await asyncio.gather(*(outcome(s) for s in socks))
+        ends = await asyncio.gather(*(until_closed(s, timeout_s + 5) for s in socks))
+        results = [(got.startswith(b"HTTP/1.1 408"), closed) for got, closed in ends]
         fds_after = len(os.listdir(f"/proc/{served.proc.pid}/fd"))
     finally:
         for s in socks:
@@ -274,28 +270,12 @@ async def stalled_headers(bench: Bench, connections: int = 2000) -> dict[str, An
     """Connections that send part of their headers and then nothing (slowloris)."""
     timeout_s = 10.0
     served = await bench.server(RAGMT_HEADER_TIMEOUT_S=str(timeout_s))
-    loop = asyncio.get_running_loop()
     socks: list[socket.socket] = []
     try:
-        for _ in range(connections):
-            s = socket.create_connection(("127.0.0.1", served.port))
-            s.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: t\r\n")
-            s.setblocking(False)
-            socks.append(s)
+        socks += stalled(served.port, connections, b"POST /v1/translate HTTP/1.1\r\nHost: t\r\n")
 
-        async def closed(s: socket.socket) -> bool:
-            deadline = time.monotonic() + timeout_s + 5
-            while time.monotonic() < deadline:
-                try:
-                    if not await asyncio.wait_for(loop.sock_recv(s, 4096), 0.5):
-                        return True
-                except TimeoutError:
-                    continue
-                except OSError:
-                    return True
-            return False
-
-        results = await asyncio.gather(*(closed(s) for s in socks))
+        ends = await asyncio.gather(*(until_closed(s, timeout_s + 5) for s in socks))
+        results = [closed for _, closed in ends]
     finally:
         for s in socks:
             s.close()

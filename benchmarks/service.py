@@ -24,7 +24,6 @@ import os
 import random
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,14 @@ from typing import Any
 
 import httpx
 
-from benchmarks._common import machine, pct, run_fields, write_record
+from benchmarks._common import (
+    free_port,
+    machine,
+    pct,
+    proc_memory_mib,
+    run_fields,
+    write_record,
+)
 from index_builder.readers import read_moses
 from index_builder.store import build_store, set_active
 
@@ -74,29 +80,12 @@ class Cell:
 # --- the server process ---------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _memory_mib(pid: int) -> dict[str, float]:
-    """VmRSS, RssAnon (heap: what a leak grows) and RssFile (mapped files) of `pid`, MiB."""
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "RssFile"):
-                out[key] = int(value.split()[0]) / 1024
-    return out
-
-
 class Server:
     """`ragmt serve` in a subprocess on a free loopback port; its log goes to a file."""
 
     def __init__(self, model: Path, stores: Path, log: Path) -> None:
         self.admin_key = secrets.token_hex(16)
-        self.port = _free_port()
+        self.port = free_port()
         env = {
             **os.environ,
             "RAGMT_STORES_DIR": str(stores),
@@ -128,7 +117,7 @@ class Server:
         raise RuntimeError(f"server not ready in {timeout_s} s:\n{self.log.read_text()[-3000:]}")
 
     def memory(self) -> dict[str, float]:
-        return _memory_mib(self.proc.pid)
+        return proc_memory_mib(self.proc.pid)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -41,7 +41,6 @@ import re
 import secrets
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,7 +53,14 @@ from typing import Any
 import httpx
 import redis
 
-from benchmarks._common import machine, pct, run_fields, write_record
+from benchmarks._common import (
+    free_port,
+    machine,
+    pct,
+    proc_memory_mib,
+    run_fields,
+    write_record,
+)
 from benchmarks._corpus import repo_corpus
 from index_builder.readers import read_tsv
 from index_builder.store import active_version, build_store, corpus_sha256, set_active
@@ -139,28 +145,11 @@ def stop_all() -> None:
             proc.wait()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _memory_mib(pid: int) -> dict[str, float]:
-    """VmRSS (resident now) and VmHWM (its peak) of `pid`, MiB."""
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(value.split()[0]) / 1024
-    return out
-
-
 class RedisServer:
     """redis-server with the compose file's persistence and memory policy, on a free port."""
 
     def __init__(self, work: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         data = work / "redis"
         data.mkdir()
         self.cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
@@ -184,7 +173,7 @@ class Replica:
 
     def __init__(self, name: str, env: dict[str, str], model: Path | None, work: Path) -> None:
         self.name = name
-        self.port = _free_port()
+        self.port = free_port()
         code = "from service.cli import app; app(prog_name='ragmt')"
         cmd = [sys.executable, "-c", code, "serve", "--host", "127.0.0.1", "--port", str(self.port)]
         cmd += ["--model", str(model)] if model is not None else []
@@ -219,7 +208,7 @@ class Replica:
         return [ln for ln in self.log.read_text(errors="replace").splitlines() if pattern in ln]
 
     def memory(self) -> dict[str, float]:
-        return _memory_mib(self.proc.pid)
+        return proc_memory_mib(self.proc.pid)
 
 
 def compose_settings(redis_url: str, data: Path, admin_key: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from index_builder.columns import TextColumn
-from models.artifacts import MANIFEST, ArtifactError, sha256_bytes
+from models.artifacts import MANIFEST, ArtifactError, parse_manifest, sha256_bytes
 
 SIGNATURE = "signature"  # manifest field: HMAC-SHA256 (hex) of the rest of the manifest
 _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # stores are flat: no path in a name
@@ -31,28 +31,9 @@ _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # stores are flat: no pa
 def read_manifest(root: Path, kind: str, max_format_version: int) -> dict[str, Any]:
     """The manifest of `root`, read once and checked: kind, a supported format version, and
     files listed by plain names."""
+    manifest = parse_manifest(root, kind, max_format_version)
     mpath = root / MANIFEST
-    try:
-        manifest = json.loads(mpath.read_bytes().decode("utf-8"))
-    except OSError as e:
-        raise ArtifactError(f"{root}: no readable {MANIFEST}; not a {kind} directory") from e
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ArtifactError(f"{mpath}: manifest is not valid JSON: {e}") from e
-    if not isinstance(manifest, dict):
-        raise ArtifactError(f"{mpath}: manifest must be a JSON object")
-    if manifest.get("kind") != kind:
-        raise ArtifactError(f"{mpath}: kind is {manifest.get('kind')!r}, expected {kind!r}")
-    version = manifest.get("format_version")
-    if not isinstance(version, int) or version < 1:
-        raise ArtifactError(f"{mpath}: missing or invalid format_version {version!r}")
-    if version > max_format_version:
-        raise ArtifactError(
-            f"{mpath}: format_version {version} is newer than this ragmt supports "
-            f"({max_format_version}); upgrade ragmt"
-        )
-    files = manifest.get("files")
-    if not isinstance(files, dict) or not files:
-        raise ArtifactError(f"{mpath}: manifest lists no files")
+    files = manifest["files"]
     for rel, digest in files.items():
         if not _FILE_NAME.fullmatch(rel) or rel == MANIFEST or not isinstance(digest, str):
             raise ArtifactError(f"{mpath}: invalid file entry {rel[:80]!r}: {digest!r}")

@@ -94,18 +94,17 @@ def atomic_directory(final: Path) -> Iterator[Path]:
         raise
 
 
-def read_manifest(root: Path, kind: str, max_format_version: int) -> dict[str, Any]:
-    """Read and fully verify an artifact directory; return its manifest.
-
-    Checks that the manifest parses, names the expected kind and a supported format version,
-    and that every listed file exists with the recorded sha256 and no unlisted file is present.
-    """
+def parse_manifest(root: Path, kind: str, max_format_version: int) -> dict[str, Any]:
+    """An artifact directory's manifest, read once and checked: it parses, names the expected
+    kind and a supported format version, and lists files (not yet verified)."""
     root = Path(root)
     mpath = root / MANIFEST
     if not mpath.is_file():
         raise ArtifactError(f"{root}: no {MANIFEST}; not a {kind} directory")
     try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        manifest = json.loads(mpath.read_bytes().decode("utf-8"))
+    except OSError as e:
+        raise ArtifactError(f"{mpath}: unreadable: {e}") from e
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ArtifactError(f"{mpath}: manifest is not valid JSON: {e}") from e
     if not isinstance(manifest, dict):
@@ -123,6 +122,18 @@ def read_manifest(root: Path, kind: str, max_format_version: int) -> dict[str, A
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         raise ArtifactError(f"{mpath}: manifest lists no files")
+    return manifest
+
+
+def read_manifest(root: Path, kind: str, max_format_version: int) -> dict[str, Any]:
+    """Read and fully verify an artifact directory; return its manifest.
+
+    Checks the manifest (`parse_manifest`), and that every listed file exists with the
+    recorded sha256 and no unlisted file is present.
+    """
+    root = Path(root)
+    manifest = parse_manifest(root, kind, max_format_version)
+    files = manifest["files"]
     for rel, digest in files.items():
         p = root / rel
         if not p.is_file():
