@@ -384,6 +384,12 @@ class SemiParametricModel(Transformer):
     decoder_layer_cls = GatedDecoderLayer
     uses_memory = True
     config: SemiParametricConfig
+    # Read by their weights (`GatedDecoderLayer._fuse`), not called: they stay float when the
+    # decoder is quantized (models.quantize).
+    float_modules = (
+        r"\.(cross_attn|memory_attn)\.(q_proj|out_proj)$",
+        r"\.gate_(source|memory)$",
+    )
 
     def __init__(self, config: SemiParametricConfig) -> None:
         super().__init__(config)

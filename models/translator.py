@@ -23,6 +23,7 @@ from models.data import pad_batch
 from models.decoding import beam_search, ctc_greedy, greedy
 from models.devices import decode_autocast_dtype
 from models.layers import EncoderState
+from models.quantize import QUANTIZATIONS, quantize_int8
 from models.semiparametric import Neighbours
 from models.tokenizer import ByteTokenizer, Tokenizer, load_tokenizer
 
@@ -98,17 +99,24 @@ class Translator:
         self.card = card
 
     @classmethod
-    def from_bundle(cls, path: Path | str, device: str = "cpu") -> Translator:
+    def from_bundle(
+        cls, path: Path | str, device: str = "cpu", quantize: str = "none"
+    ) -> Translator:
         bundle: LoadedBundle = load_bundle(Path(path), device=device)
-        return cls.from_loaded(bundle)
+        return cls.from_loaded(bundle, quantize)
 
     @classmethod
-    def from_loaded(cls, bundle: LoadedBundle) -> Translator:
+    def from_loaded(cls, bundle: LoadedBundle, quantize: str = "none") -> Translator:
+        """`quantize`: "int8" decodes with int8 decoder weights (`models.quantize`, CPU only);
+        the bundle's own model stays float for what else uses it (a dense store's encoder)."""
+        if quantize not in QUANTIZATIONS:
+            raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {quantize!r}")
         card = model_card(bundle.manifest, bundle.path)
         file = bundle.file(card.tokenizer_file) if card.tokenizer_file else None
         source, target = card.pairs[0]
+        model = quantize_int8(bundle.model) if quantize == "int8" else bundle.model
         return cls(
-            bundle.model,
+            model,
             load_tokenizer(card.tokenizer, file),
             source,
             target,

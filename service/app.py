@@ -130,7 +130,8 @@ def startup_summary(
         serves = f", default for {', '.join(default)}" if default else ""
         lines.append(
             f"model {m.name}: {card.architecture} {pairs}, {card.decoding} decoding{size}"
-            f"{memory}{serves} (weights {m.weights_sha256[:12]}, {m.path})"
+            f"{memory}{serves} (weights {m.weights_sha256[:12]}"
+            f"{', int8 decoder' if m.quantize == 'int8' else ''}, {m.path})"
         )
     for name, reason in engine.registry.failed.items():
         lines.append(f"model {name}: not served ({reason})")
@@ -187,7 +188,11 @@ def create_app(settings: Settings | None = None, backends: Backends | None = Non
     )
     metrics = Metrics()
     engine = TranslationEngine(
-        limits, device=settings.device, cache_ttl_s=settings.cache_ttl_s, metrics=metrics
+        limits,
+        device=settings.device,
+        cache_ttl_s=settings.cache_ttl_s,
+        metrics=metrics,
+        quantize=settings.quantize,
     )
     app = FastAPI(title="ragmt translation service", version="0.2.0", lifespan=lifespan)
     app.state.settings = settings

@@ -460,6 +460,9 @@ def evaluate_cmd(
     source_lang: str = typer.Option(
         None, help="the source language, for a model of several pairs (default: its first)"
     ),
+    quantize: str = typer.Option(
+        "none", help="int8: decode with int8 decoder weights (CPU; models/quantize.py)"
+    ),
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
     from index_builder.retrieval.encoder import bundle_sha256
@@ -477,7 +480,10 @@ def evaluate_cmd(
         loaded = load_bundle(bundle)
     except ArtifactError as e:
         _fail(str(e))
-    translator = Translator.from_loaded(loaded)
+    try:
+        translator = Translator.from_loaded(loaded, quantize)
+    except ValueError as e:
+        _fail(str(e))
     if source_lang is not None:
         try:
             translator = translator.for_pair(source_lang, translator.target_lang)
@@ -539,6 +545,7 @@ def evaluate_cmd(
             "split_sentences": split_sentences,
             "batch_size": batch_size,
             "neighbours_k": neighbours if stores is not None else None,
+            "quantize": quantize,
         }
         model_info = {
             "path": str(bundle),

@@ -114,13 +114,16 @@ class TranslationEngine:
         cache: TranslationCache | None = None,
         cache_ttl_s: int = 0,
         metrics: Metrics | None = None,
+        quantize: str = "none",
     ) -> None:
         self.limits = limits
         self.device = str(resolve_device(device))  # ValueError: unusable device, named
         self.domains = domains
         self.metrics = metrics if metrics is not None else Metrics()
         self.results = ResultCache(cache, cache_ttl_s, self.metrics)
-        self.registry = ModelRegistry(self.device)
+        if quantize != "none" and torch.device(self.device).type != "cpu":
+            raise ValueError(f"quantize={quantize} is for CPU decoding, not {self.device}")
+        self.registry = ModelRegistry(self.device, quantize)
         self._decode_lock = threading.Lock()  # torch's threads are shared: one decode at a time
         self._batcher: DecodeBatcher | None = None
         self._batcher_loop: asyncio.AbstractEventLoop | None = None
@@ -247,8 +250,7 @@ class TranslationEngine:
         try:
             version = lease.version if lease is not None else None
             keys = [
-                ResultCache.key(model.weights_sha256, pair, version, domain, options, t)
-                for t in texts
+                ResultCache.key(model.decoder_id, pair, version, domain, options, t) for t in texts
             ]
             blank = {i for i, text in enumerate(texts) if is_blank(text)}
             found = await self.results.get(keys)

@@ -32,6 +32,7 @@ class LoadedModel:
     manifest: dict[str, Any]
     path: Path
     bundle: LoadedBundle | None = None  # what dense stores encode queries with
+    quantize: str = "none"  # int8: its decoder decodes with int8 weights (models.quantize)
 
     @property
     def card(self) -> ModelCard:
@@ -45,6 +46,12 @@ class LoadedModel:
     @property
     def weights_sha256(self) -> str:
         return self.manifest["files"][WEIGHTS_FILE]
+
+    @property
+    def decoder_id(self) -> str:
+        """What its outputs depend on besides the input: the weights, and how they decode
+        (a translation cache shared by replicas keys on it)."""
+        return self.weights_sha256 + ("" if self.quantize == "none" else f"+{self.quantize}")
 
     @property
     def uses_memory(self) -> bool:
@@ -62,8 +69,9 @@ def bundle_dirs(models_dir: Path | None) -> list[Path]:
 class ModelRegistry:
     """Loaded models by name; a default per language pair; routing with clear refusals."""
 
-    def __init__(self, device: str = "cpu") -> None:
+    def __init__(self, device: str = "cpu", quantize: str = "none") -> None:
         self.device = device
+        self.quantize = quantize  # applied to every model loaded (CPU only)
         self._models: dict[str, LoadedModel] = {}
         self._defaults: dict[Pair, str] = {}
         self.failed: dict[str, str] = {}  # bundle name -> why it is not served
@@ -89,7 +97,8 @@ class ModelRegistry:
         if name in self._models:
             raise ArtifactError(f"{path}: a model named {name!r} is served already")
         bundle = load_bundle(path, device=self.device)
-        loaded = LoadedModel(name, Translator.from_loaded(bundle), bundle.manifest, path, bundle)
+        translator = Translator.from_loaded(bundle, self.quantize)
+        loaded = LoadedModel(name, translator, bundle.manifest, path, bundle, self.quantize)
         self._models[name] = loaded
         for pair in loaded.pairs:
             self._defaults.setdefault(pair, name)

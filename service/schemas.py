@@ -133,6 +133,7 @@ class ModelInfo(_Schema):
     trained_on: dict[str, Any]
     parameters: int | None
     weights_sha256: str
+    quantize: str  # none, or int8: its decoder decodes with int8 weights
     uses_memory: bool
 
     @classmethod
@@ -152,6 +153,7 @@ class ModelInfo(_Schema):
             trained_on=card.trained_on,
             parameters=card.parameters or None,
             weights_sha256=m.weights_sha256,
+            quantize=m.quantize,
             uses_memory=m.uses_memory,
         )
 

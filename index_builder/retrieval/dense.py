@@ -150,8 +150,11 @@ class DenseNgramRetriever:
 
     def encodes_with(self, model: nn.Module) -> bool:
         """Whether this store's vectors come from `model`'s own encoder (the very module), so
-        that a translator of `model` can encode a query once for retrieval and decoding."""
-        return self.encoder.model is model
+        that a translator of `model` can encode a query once for retrieval and decoding; an
+        int8 decoder made from it (`models.quantize`) shares that encoder."""
+        return self.encoder.model is model or getattr(model, "float_model", None) is (
+            self.encoder.model
+        )
 
     def query_vectors(
         self, queries: Sequence[str], states: Sequence[torch.Tensor] | None = None

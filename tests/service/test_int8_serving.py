@@ -1,0 +1,44 @@
+"""RAGMT_QUANTIZE=int8: the served decoders use int8 weights, /info says so, and what they
+translate is cached apart from what float decoders translate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.app import create_app
+from service.settings import Settings
+from tests.service.conftest import running
+from tests.toy import gloss
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+
+async def test_int8_decoders_serve_and_are_cached_apart(bundle: Path, tmp_path: Path) -> None:
+    texts = ["red house", "two blue tree"]
+    apps = {
+        q: create_app(Settings(model_path=bundle, stores_dir=tmp_path, beam_size=1, quantize=q))
+        for q in ("none", "int8")
+    }
+    ids = {}
+    for q, app in apps.items():
+        async with running(app) as c:
+            resp = await c.post("/v1/translate", json={"texts": texts})
+            assert resp.status_code == 200, resp.text
+            assert [r["translation"] for r in resp.json()["results"]] == [gloss(t) for t in texts]
+            (info,) = (await c.get("/info")).json()["models"]
+            assert info["quantize"] == q
+            model = app.state.engine.models[0]
+            ids[q] = model.decoder_id
+            assert model.translator.model is not model.bundle.model or q == "none"
+    assert ids["none"] != ids["int8"] and ids["int8"].startswith(ids["none"])
+
+
+def test_int8_is_refused_off_the_cpu() -> None:
+    from torch import nn
+
+    from models.quantize import quantize_int8
+
+    with pytest.raises(ValueError, match="for CPU decoding"):
+        quantize_int8(nn.Linear(2, 2, device="meta"))
