@@ -27,6 +27,7 @@ def test_the_reports_with_results_tables_have_specs() -> None:
         "docs/retrieval-benchmarks.md",
         "docs/service-benchmarks.md",
         "docs/language-identification.md",
+        "docs/decoding-speed.md",
     } <= names
     for p in REPORTS:
         assert MARKER.search(p.read_text(encoding="utf-8")), f"{p}: no generated table"
