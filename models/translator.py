@@ -23,7 +23,7 @@ from models.data import pad_batch
 from models.decoding import beam_search, ctc_greedy, greedy
 from models.devices import decode_autocast_dtype
 from models.layers import EncoderState
-from models.quantize import QUANTIZATIONS, quantize_int8
+from models.quantize import quantize_int8, resolve
 from models.semiparametric import Neighbours
 from models.tokenizer import ByteTokenizer, Tokenizer, load_tokenizer
 
@@ -107,10 +107,10 @@ class Translator:
 
     @classmethod
     def from_loaded(cls, bundle: LoadedBundle, quantize: str = "none") -> Translator:
-        """`quantize`: "int8" decodes with int8 decoder weights (`models.quantize`, CPU only);
-        the bundle's own model stays float for what else uses it (a dense store's encoder)."""
-        if quantize not in QUANTIZATIONS:
-            raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {quantize!r}")
+        """`quantize`: "int8" decodes with int8 decoder weights (`models.quantize`, CPU only),
+        "auto" with int8 on the CPU and float elsewhere; the bundle's own model stays float for
+        what else uses it (a dense store's encoder)."""
+        quantize = resolve(quantize, next(bundle.model.parameters()).device)
         card = model_card(bundle.manifest, bundle.path)
         file = bundle.file(card.tokenizer_file) if card.tokenizer_file else None
         source, target = card.pairs[0]

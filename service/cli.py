@@ -327,6 +327,10 @@ def translate(
     retrieval_model: Path = typer.Option(
         None, help="dense stores: the bundle they were built with (default: the one recorded)"
     ),
+    quantize: str = typer.Option(
+        "auto",
+        help="int8 decoder weights (CPU; models/quantize.py), none, or auto: int8 on the CPU",
+    ),
 ) -> None:
     """Translate sentences, one a line, with the same call the service uses.
 
@@ -349,7 +353,10 @@ def translate(
         bundle = load_bundle(model or DEFAULT_BUNDLE, device=device)
     except ArtifactError as e:
         _fail(str(e))
-    translator = Translator.from_loaded(bundle)
+    try:
+        translator = Translator.from_loaded(bundle, quantize)
+    except ValueError as e:
+        _fail(str(e))
     retrieve = None
     if domain is not None:
         retriever = _domain_retriever(domain, stores, retrieval_model, bundle)
@@ -461,7 +468,8 @@ def evaluate_cmd(
         None, help="the source language, for a model of several pairs (default: its first)"
     ),
     quantize: str = typer.Option(
-        "none", help="int8: decode with int8 decoder weights (CPU; models/quantize.py)"
+        "auto",
+        help="int8 decoder weights (CPU; models/quantize.py), none, or auto: int8 on the CPU",
     ),
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
@@ -471,6 +479,7 @@ def evaluate_cmd(
     from models.artifacts import ArtifactError
     from models.bundle import load_bundle, update_eval
     from models.evaluate import evaluate, markdown_table, write_report
+    from models.quantize import resolve
     from models.results import ResultsError, append_record, eval_records, git_state, read_records
     from models.translator import DEFAULT_BUNDLE, Translator
 
@@ -484,6 +493,7 @@ def evaluate_cmd(
         translator = Translator.from_loaded(loaded, quantize)
     except ValueError as e:
         _fail(str(e))
+    translator_device = next(loaded.model.parameters()).device
     if source_lang is not None:
         try:
             translator = translator.for_pair(source_lang, translator.target_lang)
@@ -545,7 +555,7 @@ def evaluate_cmd(
             "split_sentences": split_sentences,
             "batch_size": batch_size,
             "neighbours_k": neighbours if stores is not None else None,
-            "quantize": quantize,
+            "quantize": resolve(quantize, translator_device),
         }
         model_info = {
             "path": str(bundle),

@@ -114,14 +114,14 @@ class TranslationEngine:
         cache: TranslationCache | None = None,
         cache_ttl_s: int = 0,
         metrics: Metrics | None = None,
-        quantize: str = "none",
+        quantize: str = "auto",
     ) -> None:
         self.limits = limits
         self.device = str(resolve_device(device))  # ValueError: unusable device, named
         self.domains = domains
         self.metrics = metrics if metrics is not None else Metrics()
         self.results = ResultCache(cache, cache_ttl_s, self.metrics)
-        if quantize != "none" and torch.device(self.device).type != "cpu":
+        if quantize == "int8" and torch.device(self.device).type != "cpu":
             raise ValueError(f"quantize={quantize} is for CPU decoding, not {self.device}")
         self.registry = ModelRegistry(self.device, quantize)
         self._decode_lock = threading.Lock()  # torch's threads are shared: one decode at a time

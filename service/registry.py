@@ -15,6 +15,7 @@ from typing import Any
 
 from models.artifacts import ArtifactError
 from models.bundle import WEIGHTS_FILE, LoadedBundle, ModelCard, load_bundle
+from models.quantize import resolve
 from models.translator import Translator
 from service.errors import NotFound, NotReady, UnsupportedLanguage
 
@@ -71,7 +72,7 @@ class ModelRegistry:
 
     def __init__(self, device: str = "cpu", quantize: str = "none") -> None:
         self.device = device
-        self.quantize = quantize  # applied to every model loaded (CPU only)
+        self.quantize = quantize  # every model loaded: none, int8 (CPU only) or auto
         self._models: dict[str, LoadedModel] = {}
         self._defaults: dict[Pair, str] = {}
         self.failed: dict[str, str] = {}  # bundle name -> why it is not served
@@ -97,8 +98,9 @@ class ModelRegistry:
         if name in self._models:
             raise ArtifactError(f"{path}: a model named {name!r} is served already")
         bundle = load_bundle(path, device=self.device)
-        translator = Translator.from_loaded(bundle, self.quantize)
-        loaded = LoadedModel(name, translator, bundle.manifest, path, bundle, self.quantize)
+        quantize = resolve(self.quantize, self.device)
+        translator = Translator.from_loaded(bundle, quantize)
+        loaded = LoadedModel(name, translator, bundle.manifest, path, bundle, quantize)
         self._models[name] = loaded
         for pair in loaded.pairs:
             self._defaults.setdefault(pair, name)

@@ -105,3 +105,14 @@ def test_a_dense_store_of_the_float_model_encodes_once_for_the_int8_one(
     retriever = load_retriever(open_store(path), loaded)
     assert retriever.encodes_with(Translator.from_loaded(loaded, "int8").model)
     assert not retriever.encodes_with(load_bundle(bundle).model)  # another copy: encoded again
+
+
+@pytest.mark.unit
+def test_auto_is_int8_on_the_cpu_and_float_elsewhere() -> None:
+    from models.quantize import resolve
+
+    assert resolve("auto", "cpu") == "int8"
+    assert resolve("auto", torch.device("cuda", 0)) == "none"
+    assert resolve("none", "cpu") == "none" and resolve("int8", "cpu") == "int8"
+    with pytest.raises(ValueError, match="quantize must be one of"):
+        resolve("fp8", "cpu")

@@ -59,8 +59,14 @@ def test_eval_appends_one_record_per_domain_saying_what_produced_it(
         3,
     )
     assert base["signatures"]["bleu"].startswith("nrefs:1|") and base["chrf"] == 100.0
-    assert base["decoding"] == {"beam": 2, "length_penalty": 2.0, "split_sentences": True,
-                                "batch_size": 32, "neighbours_k": None}  # fmt: skip
+    assert base["decoding"] == {
+        "beam": 2,
+        "length_penalty": 2.0,
+        "split_sentences": True,
+        "batch_size": 32,
+        "neighbours_k": None,
+        "quantize": "int8",  # auto, on the CPU
+    }
     assert base["store"] is None and base["gate_mean"] is None
     assert base["data"]["manifest_sha256"] == sha256_file(data / "manifest.json")
     assert base["data"]["source_sha256"] == sha256_file(data / "toy" / "test.en")

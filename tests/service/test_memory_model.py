@@ -172,7 +172,7 @@ async def test_a_text_of_several_sentences_is_retrieved_for_and_decoded_by_sente
     stores = tmp_path / "stores"
     make_store(stores, "toy", toy_pairs(30, seed=8), method="idf-ngram", activate=True)
     retriever = load_retriever(open_store(stores / "toy"), None)
-    translator = Translator.from_bundle(memory_bundle)
+    translator = Translator.from_bundle(memory_bundle, quantize="auto")  # as the service's
     text, sentences = "red house two. Blue tree one!", ["red house two.", "Blue tree one!"]
     replies = {}
     for split in (True, False):
