@@ -1,4 +1,5 @@
-"""Int8 weights for CPU decoding: the decoder's linear layers quantized dynamically.
+"""Int8 weights for CPU decoding: the decoder's linear layers quantized dynamically (and a
+memory model's memory encoder).
 
 Decoding time goes to the decoder (output projection, self- and cross-attention, feed-forward:
 over 90% at batch 1 on the CPU); its matrix products with int8 weights (per output channel)
@@ -31,7 +32,9 @@ def resolve(quantize: str, device: torch.device | str) -> str:
     return "int8" if torch.device(device).type == "cpu" else "none"
 
 
-DECODER = re.compile(r"^(decoder_layers\.|output$)")
+# The decoder and output projection; the memory encoder too (it encodes a request's retrieved
+# pairs, and nothing else reads its output).
+INT8_PARTS = re.compile(r"^(decoder_layers\.|output$|memory_encoder\.)")
 
 
 def int8_modules(model: nn.Module) -> list[str]:
@@ -41,7 +44,7 @@ def int8_modules(model: nn.Module) -> list[str]:
         name
         for name, module in model.named_modules()
         if isinstance(module, nn.Linear)
-        and DECODER.search(name)
+        and INT8_PARTS.search(name)
         and not any(p.search(name) for p in keep)
     ]
 
@@ -55,7 +58,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         raise ValueError("int8 weights are for CPU decoding; the model is on another device")
     model.eval()
     names = int8_modules(model)
-    tops = {name.split(".")[0] for name in names}  # decoder_layers, output
+    tops = {name.split(".")[0] for name in names}  # decoder_layers, output, memory_encoder
     quantized = copy.copy(model)  # its own attributes; its child table is copied next
     quantized._modules = dict(model._modules)
     for top in tops:

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.integration
 TEXTS = ["red house", "two blue tree", "green", "one two three four five"]
 
 
-def test_only_the_decoders_linears_turn_int8(bundle: Path, memory_bundle: Path) -> None:
+def test_only_the_decoders_and_memory_encoders_linears_turn_int8(
+    bundle: Path, memory_bundle: Path
+) -> None:
     base = load_bundle(bundle).model
     names = int8_modules(base)
     assert "output" in names and names
@@ -35,6 +37,9 @@ def test_only_the_decoders_linears_turn_int8(bundle: Path, memory_bundle: Path) 
     assert "decoder_layers.0.memory_attn.out_proj" in kept
     assert "decoder_layers.0.gate_source" in kept
     assert "decoder_layers.0.memory_attn.k_proj" in int8_modules(memory)
+    # The memory encoder (retrieved pairs) turns int8, the source encoder stays float.
+    assert any(n.startswith("memory_encoder.") for n in int8_modules(memory))
+    assert not any(n.startswith("encoder_layers.") for n in int8_modules(memory))
 
 
 def test_the_bundle_model_stays_float(bundle: Path) -> None:
