@@ -580,14 +580,23 @@ def active_version(stores_dir: Path, domain: str) -> str | None:
 
 
 def set_active(
-    stores_dir: Path, domain: str, version: str, *, signing_key: bytes | None = None
+    stores_dir: Path,
+    domain: str,
+    version: str,
+    *,
+    signing_key: bytes | None = None,
+    opened: Store | None = None,
 ) -> None:
     """Point the domain's ACTIVE file at `version` (opened and validated first, with
-    `signing_key` if given) with an atomic replace."""
+    `signing_key` if given) with an atomic replace. `opened`: that version already opened
+    (and so validated) by the caller, which is then not read again."""
     _check_name("domain", domain)
     _check_name("version", version)
     d = Path(stores_dir) / domain
-    store = open_store(d / version, signing_key)
+    if opened is not None and opened.root.resolve() == (d / version).resolve():
+        store = opened
+    else:
+        store = open_store(d / version, signing_key)
     if store.manifest.get("domain") != domain:
         raise ArtifactError(
             f"{store.root}: a store of {store.manifest.get('domain')!r}, not {domain!r}"

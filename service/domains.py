@@ -402,9 +402,14 @@ class DomainManager:
             ) from None
 
     def _write_active(self, domain: str, version: str) -> None:
-        """Point the ACTIVE file at `version` unless it already does (blocking)."""
+        """Point the ACTIVE file at `version` unless it already does (blocking). The version
+        serving here was verified when it loaded: it is not read from disk again."""
         if self._file_active(domain) != version:
-            stores.set_active(self.stores_dir, domain, version, signing_key=self.signing_key)
+            active = self._states[domain].active
+            opened = active.store if active is not None and active.version == version else None
+            stores.set_active(
+                self.stores_dir, domain, version, signing_key=self.signing_key, opened=opened
+            )
 
     async def activate(self, domain: str, version: str) -> DomainState:
         """Load, validate and publish `version`, then serve it (see `_publish`); idempotent."""
