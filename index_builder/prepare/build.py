@@ -3,7 +3,8 @@
 Output, written atomically as one directory per language pair:
 `<out>/<pair>/<domain>/{train,dev,test}.{en,<lang>,origin}` and `<out>/<pair>/manifest.json`.
 Test sets are fixed by a seed; no dev or test source string (case- and space-insensitive)
-appears in any train split of any domain, and the manifest records the proof.
+appears in any train split of any domain, and the manifest records the proof. Extra data
+(`extra=`) joins general train after the splits are drawn, before that check.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from index_builder.corpus import Pair
+from index_builder.prepare import catalogs
 from index_builder.prepare.clean import dedup_key, keep_pair
+from index_builder.prepare.extra import ExtraConfig, Lexicon, filter_pairs, merge_into_train
 from index_builder.prepare.fetch import fetch, fetch_and_unpack
-from index_builder.prepare.sources import Source, sources
+from index_builder.prepare.sources import Source, extra_sources, sources
 from models.artifacts import MANIFEST, atomic_directory, sha256_bytes, sha256_file, write_manifest
 
 FORMAT_VERSION = 1
@@ -205,11 +208,88 @@ def _write_split(folder: Path, split: str, pairs: list[Pair], lang: str) -> None
         )
 
 
-def config_hash(cfg: PrepareConfig, records: dict[str, Any]) -> str:
-    blob = json.dumps(
-        {"config": asdict(cfg), "format": FORMAT_VERSION, "packages": records}, sort_keys=True
+def config_hash(
+    cfg: PrepareConfig, records: dict[str, Any], extra: dict[str, Any] | None = None
+) -> str:
+    """What the output is made from; `extra` enters only when given, so that a run without
+    extra data keeps the hash it always had."""
+    content: dict[str, Any] = {"config": asdict(cfg), "format": FORMAT_VERSION, "packages": records}
+    if extra is not None:
+        content["extra"] = extra
+    return sha256_bytes(json.dumps(content, sort_keys=True).encode())
+
+
+def add_extra(
+    train: list[Pair],
+    srcs: list[Source],
+    pool: catalogs.FetchedPool,
+    lang: str,
+    cache: Path,
+    cfg: ExtraConfig,
+    offline: bool,
+    log: Log,
+) -> tuple[list[Pair], dict[str, Any]]:
+    """Extract, score and deduplicate the extra sources; return them as they join `train`
+    (new pairs only) and their manifest record. The Ding glossary is also the lexicon that
+    scores the catalogs."""
+    records: dict[str, Any] = {}
+    glossary: list[Pair] = []
+    lexicon = None
+    for src in srcs:
+        root, archives = fetch_and_unpack(src.packages, cache, f"{src.name}-{lang}", offline)
+        raw = src.extract(root, lang)
+        lexicon = Lexicon.from_glossary(raw) if src.name == "ding-glossary" else lexicon
+        kept, dropped = filter_pairs(raw, None, cfg)
+        glossary.extend(kept)
+        records[src.name] = {
+            "license": src.license,
+            "packages": archives,
+            "extracted": len(raw),
+            "kept": len(kept),
+            "dropped": dict(sorted(dropped.items())),
+        }
+        log(f"[extra] {src.name}: {len(kept)} pairs kept of {len(raw)}")
+    packages, failed = catalogs.read_pool(pool, lang, cache, log)
+    catalog_pairs: list[Pair] = []
+    dropped_all: Counter[str] = Counter()
+    per_package = {}
+    for pkg in packages:
+        kept, dropped = filter_pairs(pkg.pairs, lexicon, cfg)
+        catalog_pairs.extend(kept)
+        dropped_all.update(dropped)
+        per_package[pkg.name] = {**pkg.record, "kept": len(kept)}
+    extracted = sum(len(p.pairs) for p in packages)
+    log(
+        f"[extra] {catalogs.ORIGIN}: {len(catalog_pairs)} pairs kept of {extracted} "
+        f"from {len(packages)} packages ({len(failed)} failed)"
     )
-    return sha256_bytes(blob.encode())
+    added, merge_dropped = merge_into_train(train, catalog_pairs + glossary, cfg.max_variants)
+    by_origin = Counter(p.origin for p in added)
+    by_package = Counter(p.doc.split(":", 1)[0] for p in added if p.origin == catalogs.ORIGIN)
+    for name, rec in per_package.items():
+        rec["added"] = by_package[name]
+    for name, rec in records.items():
+        rec["added"] = by_origin[name]
+    records[catalogs.ORIGIN] = {
+        "license": "per package, the first License: of its copyright file",
+        "package_count": len(packages),
+        "extracted": extracted,
+        "kept": len(catalog_pairs),
+        "dropped": dict(sorted(dropped_all.items())),
+        "added": by_origin[catalogs.ORIGIN],
+        "failed": failed,
+        "packages": per_package,
+    }
+    log(f"[extra] {len(added)} new pairs for general train: {dict(sorted(by_origin.items()))}")
+    record = {
+        "rule": "train only: added to general train after the splits are drawn, then the "
+        "contamination check; dev and test are those of a run without extra data",
+        "config": asdict(cfg),
+        "train_pairs_before": len(train),
+        "merge": {"added": len(added), "dropped": merge_dropped},
+        "sources": records,
+    }
+    return added, record
 
 
 def prepare(
@@ -220,9 +300,21 @@ def prepare(
     force: bool = False,
     log: Log = print,
     only_sources: list[Source] | None = None,
+    extra: ExtraConfig | None = None,
+    extra_packages: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Build `<out>/<pair>/`; skip the work when the manifest says it is already up to date."""
+    """Build `<out>/<pair>/`; skip the work when the manifest says it is already up to date.
+
+    With `extra`, the Ding glossary and Debian's gettext catalogs (`extra_packages`, by
+    default the committed list) are added to general train only; dev and test are unchanged.
+    """
     srcs = only_sources if only_sources is not None else sources(cfg.lang)
+    extra_srcs = extra_sources(cfg.lang) if extra is not None else []
+    if extra is not None and extra_packages is None:
+        listed = catalogs.list_path(cfg.lang)
+        if not listed.is_file():
+            raise ValueError(f"no Debian catalog list for {cfg.lang}: {listed} is missing")
+        extra_packages = catalogs.read_package_list(listed)
     # download and unpack tools run with the cache as their working directory: a relative
     # path (the CLI's default data/cache) is made absolute once, here
     cache = Path(cache).resolve()
@@ -231,13 +323,17 @@ def prepare(
     records: dict[str, Any] = {}
     # Cheap pass first: fetch packages and name them, to decide whether anything changed.
     pkg_hashes = {}
-    packages = [pkg for src in srcs for pkg in src.packages]
+    packages = list(dict.fromkeys(pkg for src in srcs + extra_srcs for pkg in src.packages))
     for i, pkg in enumerate(packages, 1):
         path = fetch(
             pkg, cache, offline=offline, log=lambda m, i=i: log(f"[{i}/{len(packages)}] {m}")
         )
         pkg_hashes[pkg.label] = sha256_file(path)
-    chash = config_hash(cfg, pkg_hashes)
+    pool, extra_hash = None, None
+    if extra is not None and extra_packages is not None:
+        pool = catalogs.fetch_pool(extra_packages, cache, offline, log)
+        extra_hash = {"config": asdict(extra), "catalogs": pool.sha256, "failed": pool.failed}
+    chash = config_hash(cfg, pkg_hashes, extra_hash)
     mpath = pair_dir / MANIFEST
     if not force and mpath.is_file():
         old = json.loads(mpath.read_text(encoding="utf-8"))
@@ -256,9 +352,22 @@ def prepare(
         sizes = cfg.domains[domain]
         splitter = split_by_document if sizes.by_document else split_stratified
         splits[domain] = splitter(pairs, sizes, rng)
+    extra_record = None
+    if extra is not None and pool is not None:
+        train = splits["general"]["train"]
+        added, extra_record = add_extra(
+            train, extra_srcs, pool, cfg.lang, cache, extra, offline, log
+        )
+        splits["general"]["train"] = train + added
     check = remove_contamination(splits)
     if not check["passed"]:
         raise RuntimeError(f"contamination check failed: {check}")
+    if extra_record is not None:
+        final = Counter(p.origin for p in splits["general"]["train"])
+        extra_record["in_train_after_contamination_check"] = {
+            name: final[name] for name in extra_record["sources"]
+        }
+        extra_record["train_pairs_after"] = len(splits["general"]["train"])
     log(f"contamination check passed: {check['removed_from_train']} removed from train")
     counts = {
         domain: {
@@ -287,7 +396,8 @@ def prepare(
                 "sources": records,
                 "splits": counts,
                 "contamination_check": check,
-            },
+            }
+            | ({"extra": extra_record} if extra_record is not None else {}),
         )
     for domain, c in counts.items():
         log(f"{domain}: " + ", ".join(f"{s} {c[s]['pairs']}" for s in SPLITS))

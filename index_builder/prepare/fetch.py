@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -141,3 +142,91 @@ def fetch_and_unpack(
         unpack(path, root)
     stamp.write_text(want)
     return root, records
+
+
+def cached_debs(cache: Path) -> dict[str, Path]:
+    """Package name -> its newest .deb in the cache, from one listing of the folder."""
+    folder = Path(cache) / "debs"
+    found: dict[str, Path] = {}
+    if folder.is_dir():
+        for p in sorted(folder.iterdir()):
+            name, sep, _rest = p.name.partition("_")
+            if sep and _deb_pattern(name).match(p.name):
+                found[name] = p
+    return found
+
+
+def fetch_debs(
+    names: list[str],
+    cache: Path,
+    offline: bool = False,
+    log: Callable[[str], None] | None = None,
+    batch: int = 100,
+) -> tuple[dict[str, Path], dict[str, str]]:
+    """Fetch many Debian packages, one `apt-get download` per `batch` names (one call per
+    package costs about a second each, which hundreds of packages make minutes).
+
+    Returns the files found and, for each package that could not be had, the reason; a
+    failing package does not stop the others.
+    """
+    cache = Path(cache).resolve()
+    have = cached_debs(cache)
+    missing = [n for n in names if n not in have]
+    failed: dict[str, str] = {}
+    if missing and offline:
+        failed = {n: "not in the cache and --offline was given" for n in missing}
+        missing = []
+    folder = cache / "debs"
+    for i in range(0, len(missing), batch):
+        chunk = missing[i : i + batch]
+        folder.mkdir(parents=True, exist_ok=True)
+        if log is not None:
+            log(f"downloading {len(chunk)} packages ({i + len(chunk)}/{len(missing)}) to {folder}")
+        _run(["apt-get", "download", *chunk], folder)
+        have = cached_debs(cache)
+        for name in chunk:
+            if name in have:
+                continue
+            # apt-get gives up on a whole batch for one bad name: retry alone to learn why
+            try:
+                have[name] = fetch(Package("deb", name), cache)
+            except FetchError as e:
+                failed[name] = str(e)
+    return {n: have[n] for n in names if n in have}, failed
+
+
+def unpack_members(archive: Path, dest: Path, wanted: re.Pattern[str]) -> int:
+    """Unpack only the regular files of a .deb whose path (without `./`) fully matches
+    `wanted`; links are skipped, so nothing unpacked can point outside `dest`. Returns the
+    number of files written. Streams the archive: a large package costs no disk."""
+    dest = Path(dest).resolve()
+    proc = subprocess.Popen(
+        ["dpkg-deb", "--fsys-tarfile", str(archive)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    written = 0
+    try:
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as tf:
+            for member in tf:
+                name = member.name.removeprefix("./")
+                if not member.isfile() or not wanted.fullmatch(name):
+                    continue
+                target = (dest / name).resolve()
+                if not target.is_relative_to(dest):
+                    raise FetchError(f"{archive.name}: unsafe path {member.name!r}")
+                data = tf.extractfile(member)
+                assert data is not None  # a regular file always has data
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data.read())
+                written += 1
+    except tarfile.TarError as e:
+        raise FetchError(f"cannot unpack {archive.name}: {e}") from e
+    finally:
+        proc.stdout.close()
+        stderr = proc.stderr.read().decode(errors="replace")
+        proc.stderr.close()
+        if proc.wait() != 0:
+            raise FetchError(f"cannot unpack {archive.name}: {stderr.strip()[-400:]}")
+    return written

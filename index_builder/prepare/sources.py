@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,18 +50,12 @@ def gnuhealth_po(origin: str) -> Extractor:
 
 
 _ANNOTATION = re.compile(r"\{[^{}]*\}|\[[^\[\]]*\]|<[^<>]*>")
+DING_FILE = "usr/share/trans/de-en"
 
 
-def ding(root: Path, lang: str) -> list[Pair]:
-    """Ding's example sentences: `German :: English`, sub-entries by ` | `, synonyms by `; `.
-
-    Only sentence-like sub-entries (>= 3 words, ending in . ! ?) are kept; the rest of the
-    dictionary is a glossary, not translation data.
-    """
-    if lang != "de":
-        return []
-    path = root / "usr/share/trans/de-en"
-    pairs = []
+def _ding_synonyms(path: Path) -> Iterator[tuple[int, str, str]]:
+    """(line number, English, German) of every aligned synonym in Ding's `de-en` file:
+    `German :: English`, sub-entries by ` | `, synonyms by `; `, annotations removed."""
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.startswith("#") or " :: " not in line:
             continue
@@ -74,10 +68,33 @@ def ding(root: Path, lang: str) -> list[Pair]:
             if len(de_syn) != len(en_syn):
                 de_syn, en_syn = de_syn[:1], en_syn[:1]
             for de, en in zip(de_syn, en_syn, strict=True):
-                de, en = collapse(_ANNOTATION.sub("", de)), collapse(_ANNOTATION.sub("", en))
-                if _sentence_like(de) and _sentence_like(en):
-                    pairs.append(Pair(en, de, "ding", f"de-en:{lineno // 1000}"))
-    return pairs
+                yield lineno, collapse(_ANNOTATION.sub("", en)), collapse(_ANNOTATION.sub("", de))
+
+
+def ding(root: Path, lang: str) -> list[Pair]:
+    """Ding's example sentences: sentence-like sub-entries (>= 3 words, ending in . ! ?).
+
+    The rest of the dictionary is a glossary (`ding_glossary`), kept apart because terms
+    are not sentences.
+    """
+    if lang != "de":
+        return []
+    return [
+        Pair(en, de, "ding", f"de-en:{lineno // 1000}")
+        for lineno, en, de in _ding_synonyms(root / DING_FILE)
+        if _sentence_like(de) and _sentence_like(en)
+    ]
+
+
+def ding_glossary(root: Path, lang: str) -> list[Pair]:
+    """Ding's glossary terms (every sub-entry `ding` does not take) as short pairs."""
+    if lang != "de":
+        return []
+    return [
+        Pair(en, de, "ding-glossary", f"de-en:{lineno // 1000}")
+        for lineno, en, de in _ding_synonyms(root / DING_FILE)
+        if not (_sentence_like(de) and _sentence_like(en))
+    ]
 
 
 def _sentence_like(text: str) -> bool:
@@ -222,5 +239,14 @@ def sources(lang: str) -> list[Source]:
             "MPL-2.0",
             structural.libreoffice_help,
         ),
+    ]
+    return [s for s in table if lang in s.langs]
+
+
+def extra_sources(lang: str) -> list[Source]:
+    """Train-only sources added by `prepare(extra=True)`; the Debian gettext pool of
+    `catalogs.py` is the other one, too many packages to unpack as one `Source`."""
+    table = [
+        Source("ding-glossary", "general", _debs("trans-de-en"), "GPL-2+", ding_glossary, ("de",))
     ]
     return [s for s in table if lang in s.langs]
