@@ -8,6 +8,7 @@ and the candidate ranking, which makes `beam_search(beam_size=1)` reproduce `gre
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -16,7 +17,7 @@ from torch import Tensor, nn
 
 from models.layers import EncoderState
 
-__all__ = ["beam_search", "ctc_greedy", "greedy"]
+__all__ = ["RepeatBan", "Repeats", "beam_search", "ctc_greedy", "greedy"]
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -69,6 +70,119 @@ def _row_candidates(lp: Tensor, beam_size: int) -> tuple[Tensor, Tensor]:
     return lp.topk(min(2 * beam_size, lp.size(-1)), dim=-1)
 
 
+class Repeats:
+    """What a vocabulary counts as a loop: `canon` `(V,)` maps each id to its case-folded
+    twin (a loop that changes case is still one), `words` `(V,)` marks whole-word pieces,
+    which may not follow themselves ("Speichern speichern"), and spans of 2 to `max_n`
+    tokens may not follow themselves ("heute nett heute nett"), nor follow themselves after
+    one separating piece of `gaps` `(V,)` ("die Söhne, die Söhne"; None: no such pieces).
+    Made once per tokenizer; `ban` makes a batch's `RepeatBan`."""
+
+    def __init__(
+        self,
+        canon: Tensor,
+        words: Tensor,
+        max_n: int,
+        gaps: Tensor | None = None,
+        copy_len: int | None = None,
+    ) -> None:
+        if max_n < 1:
+            raise ValueError(f"max_n must be at least 1, got {max_n}")
+        self.canon, self.words, self.max_n = canon, words, max_n
+        # a span longer than copy_len + 1 is stopped once copy_len + 1 of it were said again
+        self.copy_len = copy_len if copy_len is not None else max_n
+        self.gaps = gaps if gaps is not None else torch.zeros_like(words)
+        # members[c]: the ids whose twin is c, padded with -1 (case classes are small)
+        sorted_c, order = canon.sort(stable=True)
+        counts = torch.bincount(canon, minlength=canon.numel())
+        first = counts.cumsum(0) - counts
+        rank = torch.arange(canon.numel()) - first[sorted_c]
+        self.members = torch.full((canon.numel(), int(counts.max())), -1, dtype=torch.long)
+        self.members[sorted_c, rank] = order
+        self._gap_ids = set(self.gaps.nonzero().view(-1).tolist())
+
+    def ban(self, src: Tensor, pad_id: int) -> RepeatBan:
+        """The ban for a batch `src` `(B, S)`: a sentence whose source repeats a span back to
+        back itself ("very, very good") may repeat in its translation."""
+        rows = (self.canon[src] * src.ne(pad_id)).tolist()
+        free = [
+            _repeats_back_to_back([t for t in r if t], self.max_n, self._gap_ids, self.copy_len)
+            for r in rows
+        ]
+        return RepeatBan(self, torch.tensor(free, device=src.device))
+
+
+class RepeatBan:
+    """Forbids the rows of a batch to close a back-to-back repeat (`Repeats`): the token
+    that would close it gets -inf. `free[b]`: sentence b may repeat."""
+
+    def __init__(self, repeats: Repeats, free: Tensor) -> None:
+        device = free.device
+        self.canon = repeats.canon.to(device)
+        self.words = repeats.words.to(device)
+        self.members = repeats.members.to(device)
+        self.gaps = repeats.gaps.to(device)
+        self.max_n = repeats.max_n
+        self.copy_len = repeats.copy_len
+        self.free = free
+
+    def select(self, rows: Tensor) -> RepeatBan:
+        """The ban for the sentences `rows` of the batch (those still decoding)."""
+        other = copy.copy(self)
+        other.free = self.free.index_select(0, rows)
+        return other
+
+    def apply(self, lp: Tensor, hist: Tensor, per_sentence: int) -> Tensor:
+        """`lp` `(R, V)` with each row's repeat-closing tokens banned (in place); `hist`
+        `(R, t)` the rows' tokens so far, `per_sentence` rows (beams) per sentence."""
+        t = hist.size(1)
+        if t == 0:
+            return lp
+        device = hist.device
+        c = self.canon[hist]  # (R, t)
+        banned = [torch.where(self.words[hist[:, -1]], c[:, -1], -1)[:, None]]
+        for gap in (0, 1):  # right after the span, or after one separating piece
+            top = min(self.max_n, (t + 1 - gap) // 2)
+            if top < 2:
+                continue
+            # For every span length n at once: do the last n-1 tokens equal the n-1 tokens
+            # that start n + gap back? Then that start token would close a repeat of n.
+            ns = torch.arange(2, top + 1, device=device)[:, None]  # (N, 1)
+            back = torch.arange(top - 1, device=device)[None, :]  # (1, J) 0 = the last token
+            counted = back < (ns - 1).clamp(max=self.copy_len)  # (N, J) positions compared
+            now = c[:, t - 1 - back[0]]  # (R, J)
+            then = c[:, (t - 1 - back - ns - gap).clamp(min=0)]  # (R, N, J)
+            same = ((now[:, None, :] == then) | ~counted).all(dim=2)  # (R, N)
+            if gap:
+                same &= self.gaps[hist[:, t - ns[:, 0]]]  # the piece between is a separator
+            banned.append(torch.where(same, c[:, t - ns[:, 0] - gap], -1))
+        ids = torch.cat(banned, dim=1)  # (R, m) twins to ban, -1: none
+        ids = ids.masked_fill(self.free.repeat_interleave(per_sentence)[:, None], -1)
+        rows, cols = (ids >= 0).nonzero(as_tuple=True)
+        if rows.numel() == 0:
+            return lp
+        members = self.members[ids[rows, cols]]  # (K, M)
+        ok = members >= 0
+        lp[rows[:, None].expand_as(members)[ok], members[ok]] = -math.inf
+        return lp
+
+
+def _repeats_back_to_back(ids: list[int], max_n: int, gaps: set[int], copy_len: int) -> bool:
+    """Whether `ids` (a source) repeats as `RepeatBan` would forbid a translation to: an id
+    right after itself (any id: "two two" may become "zwei zwei"), or a span of 2..max_n ids
+    said again (its first copy_len + 1 ids) at once or after one id of `gaps`."""
+    if any(a == b for a, b in zip(ids, ids[1:], strict=False)):
+        return True
+    for n in range(2, max_n + 1):
+        k = min(n, copy_len + 1)
+        for i in range(len(ids) - n - k + 1):
+            if ids[i : i + k] == ids[i + n : i + n + k]:
+                return True
+            if ids[i + n] in gaps and ids[i : i + k] == ids[i + n + 1 : i + n + 1 + k]:
+                return True
+    return False
+
+
 @torch.inference_mode()
 def greedy(
     model: nn.Module,
@@ -78,11 +192,13 @@ def greedy(
     *,
     neighbours: Any = None,
     source: EncoderState | None = None,
+    repeats: RepeatBan | None = None,
 ) -> list[list[int]]:
     """Most probable next token at every step; src `(B, S)` right-padded token ids.
 
     neighbours: retrieved pairs for a retrieval model (e.g. `models.semiparametric.Neighbours`).
     source: the model's encoder state of `src` when it was computed already (not encoded again).
+    repeats: a `RepeatBan` for `src`, forbidding back-to-back repeats; None allows them.
     Returns one token list per sentence, without BOS/EOS/pad.
     """
     eos = model.config.eos_id
@@ -93,10 +209,13 @@ def greedy(
     alive = list(range(src.size(0)))  # sentence id of each row
     last = torch.full((len(alive),), model.config.bos_id, dtype=torch.long, device=src.device)
     out: list[list[int]] = [[] for _ in alive]
+    hist = torch.empty((len(alive), 0), dtype=torch.long, device=src.device)  # for `repeats`
     step = 0
     while alive:
         forced = torch.tensor([limits[s] == step for s in alive])
         lp = _constrain(model.decode_step(last, state, cache), forced, model)  # (R, V)
+        if repeats is not None:
+            lp = repeats.apply(lp, hist, 1)
         tok = _row_candidates(lp, 1)[1][:, 0]  # (R,)
         keep = []
         for row, (s, t) in enumerate(zip(alive, tok.tolist(), strict=True)):
@@ -108,7 +227,11 @@ def greedy(
             idx = torch.tensor(keep, dtype=torch.long, device=src.device)
             state, cache = state.index_select(idx), cache.index_select(idx)
             tok = tok.index_select(0, idx)
+            if repeats is not None:
+                hist, repeats = hist.index_select(0, idx), repeats.select(idx)
             alive = [alive[r] for r in keep]
+        if repeats is not None:
+            hist = torch.cat([hist, tok[:, None]], dim=1)
         last = tok
         step += 1
     return out
@@ -126,6 +249,7 @@ def beam_search(
     neighbours: Any = None,
     gates: list[float | None] | None = None,
     source: EncoderState | None = None,
+    repeats: RepeatBan | None = None,
 ) -> list[list[int]]:
     """Beam search with GNMT length normalisation score / ((5 + len) / 6) ** length_penalty.
 
@@ -136,7 +260,7 @@ def beam_search(
     sentence without a memory). The gate of every step is summed along each beam as it is
     decoded, so the mean over the chosen output's positions (BOS and its tokens, as a
     teacher-forced pass over it would give) costs no second pass.
-    source: as for `greedy`.
+    source, repeats: as for `greedy`.
     Returns the best hypothesis per sentence, without BOS/EOS/pad.
     """
     if beam_size < 1:
@@ -170,6 +294,8 @@ def beam_search(
         n_alive = len(alive)
         forced = torch.tensor([limits[s] == step for s in alive]).repeat_interleave(k)
         lp = _constrain(model.decode_step(last, state, cache), forced, model)  # (A*K, V)
+        if repeats is not None:
+            lp = repeats.apply(lp, hist, k)
         if track:
             gate_sum = gate_sum + model.last_gates()[:, -1].float()  # this step's input included
         row_lp, row_tok = _row_candidates(lp, k)  # (A*K, n)
@@ -221,6 +347,8 @@ def beam_search(
             if track:
                 gate_sum = gate_sum.index_select(0, rows)
             scores = scores.index_select(0, groups)
+            if repeats is not None:
+                repeats = repeats.select(groups)
             alive = [alive[a] for a in keep]
         step += 1
 

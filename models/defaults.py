@@ -10,3 +10,7 @@ LENGTH_PENALTY = 2.0
 NEIGHBOURS_K = 5  # retrieved pairs per sentence a memory model reads
 BATCH_SIZE = 32  # sentences per decoding batch
 SPLIT_SENTENCES = True  # a text of several sentences is decoded one sentence at a time
+# Longest span of sub-words a translation may not say twice back to back (0: no limit):
+# cuts repetition loops, see docs/trustworthy-translations.md.
+BLOCK_REPEATS = 16
+KEEP_LITERALS = True  # literal text masked before translation and restored after it

@@ -15,6 +15,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from models import pipeline
 from models.data import read_lines
+from models.output_checks import check_outputs
 from models.pipeline import Retrieve
 from models.translator import DecodeOptions, Translator
 
@@ -74,9 +75,11 @@ def evaluate(
         if gates:
             extra["gate_mean"] = round(sum(gates) / len(gates), 4)
         seconds = round(done.decode_ms / 1000, 1)
+        extra["checks"] = check_outputs(hyps, src)
         results[domain] = score(hyps, refs) | {"seconds": seconds} | extra
         gate = f" gate {extra['gate_mean']}" if "gate_mean" in extra else ""
-        log(f"{domain}: BLEU {results[domain]['bleu']} chrF {results[domain]['chrf']}{gate}")
+        loops = f" loops {extra['checks']['loops_pct']}%"
+        log(f"{domain}: BLEU {results[domain]['bleu']} chrF {results[domain]['chrf']}{gate}{loops}")
         if hyp_dir is not None:
             hyp_dir.mkdir(parents=True, exist_ok=True)
             (hyp_dir / f"{domain}.{split}.hyp.{tgt_lang}").write_text(

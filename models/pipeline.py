@@ -4,12 +4,15 @@ The service (with its micro-batcher between decode's callers), `ragmt translate`
 and the benchmarks all translate through these three steps, so a default or a rule changed here
 changes everywhere at once:
 
-- prepare: blank texts kept blank, texts cut into sentences, and neighbours retrieved for each
-  sentence when the model reads them (or the caller wants them as provenance);
+- prepare: blank texts kept blank, texts cut into sentences, neighbours retrieved for each
+  sentence when the model reads them (or the caller wants them as provenance), and a second,
+  masked copy of each sentence that holds literal text (URLs, paths, numbers, placeholders,
+  emoji, markup; `models.literals`);
 - decode: the model's own strategy (`Translator.translate_detailed`), batched; concurrent
   requests' sentences may share one call;
-- finish: sentences joined back into texts, each with its mean memory gate, the neighbours it
-  read and the step timings.
+- finish: a sentence's own translation kept where it kept its literals, else its masked
+  copy's with them restored; sentences joined back into texts, each with its mean memory
+  gate, the neighbours it read and the step timings.
 
 Retrieval is passed in as a function (`Retrieve`) so that this package imports no index code;
 `index_builder.retrieval.serving.retrieve_with` makes one from a store's retriever.
@@ -24,6 +27,8 @@ from typing import Any, Protocol
 
 from torch import Tensor
 
+from models.literals import Masked, keeps_literals, mask, mask_pair, unmask
+from models.markup import Document, fill, split_html
 from models.segment import Segmented, is_blank, segment
 from models.translator import DecodeOptions, Translation, Translator
 
@@ -61,17 +66,45 @@ class Prepared:
     sources: list[Tensor] | None = None  # per sentence, its encoding made by retrieval
     reads_hits: bool = False  # whether decoding reads the hits (the model reads pairs)
     retrieval_ms: float = 0.0
+    masked: list[Masked] | None = None  # per sentence its literals masked; None: kept as is
+    docs: list[Document] | None = None  # format "html": each text's units and tags
+
+    @property
+    def variants(self) -> list[int]:
+        """The sentences that hold literal text: each is decoded twice, as it is and with its
+        literals masked (`finish` keeps the first where it kept them all)."""
+        if self.masked is None:
+            return []
+        return [
+            i
+            for i, m in enumerate(self.masked)
+            if (m.literals or m.prefix or m.suffix) and not m.empty
+        ]
 
     @property
     def sentences(self) -> list[str]:
-        return self.seg.segments
+        """What decoding translates: each sentence, then each variant's masked text."""
+        masked = self.masked or []
+        return self.seg.segments + [masked[i].text for i in self.variants]
 
     @property
     def pairs(self) -> list[list[tuple[str, str]]] | None:
-        """Per sentence the (source, target) pairs decoding reads; None when it reads none."""
+        """Per sentence of `sentences` the (source, target) pairs decoding reads, a variant's
+        with its literals masked in them as in it; None when it reads none."""
         if self.hits is None or not self.reads_hits:
             return None
-        return [[(h.source, h.target) for h in found] for found in self.hits]
+        own = [[(h.source, h.target) for h in found] for found in self.hits]
+        masked = self.masked or []
+        return own + [
+            [mask_pair(h.source, h.target, masked[i]) for h in self.hits[i]] for i in self.variants
+        ]
+
+    @property
+    def encodings(self) -> list[Tensor | None] | None:
+        """Per sentence of `sentences` its encoding made by retrieval (None: encode it)."""
+        if self.sources is None:
+            return None
+        return [*self.sources, *([None] * len(self.variants))]
 
 
 @dataclass(frozen=True)
@@ -110,10 +143,13 @@ def prepare(
     Blocking (retrieval may encode with the model): call it from a worker thread in a server.
     """
     texts = ["" if is_blank(t) else t for t in texts]
-    seg = segment(texts, options.split_sentences, translator.source_lang)
+    docs = [split_html(t) for t in texts] if options.format == "html" else None
+    units = [u for d in docs for u in d.units] if docs is not None else texts
+    seg = segment(units, options.split_sentences, translator.source_lang)
+    masked = [mask(s) for s in seg.segments] if options.keep_literals else None
     reads = translator.uses_memory
     if retrieve is None or not (reads or provenance) or not seg.segments:
-        return Prepared(texts, seg, reads_hits=reads)
+        return Prepared(texts, seg, reads_hits=reads, masked=masked, docs=docs)
     start = time.perf_counter()
     todo = [i for i, s in enumerate(seg.segments) if not is_blank(s)]  # a blank reads nothing
     hits: list[list[Any]] = [[] for _ in seg.segments]
@@ -137,6 +173,8 @@ def prepare(
         sources=sources if reads else None,
         reads_hits=reads,
         retrieval_ms=_ms(start),
+        masked=masked,
+        docs=docs,
     )
 
 
@@ -162,12 +200,36 @@ def decode(
 
 
 def finish(prepared: Prepared, decoded: Sequence[Translation]) -> list[Output]:
-    """Per text: its sentences' translations joined, their mean gate, their neighbours."""
+    """Per text: its sentences' translations joined (a sentence with literal text: its own
+    translation where that kept every literal, else its masked one restored; an HTML text's
+    units put back between its tags); their mean gate; their neighbours."""
     seg = prepared.seg
-    texts = seg.join([t.text for t in decoded])
-    gates = seg.mean([t.gate for t in decoded])
+    n = len(seg.segments)
+    if len(decoded) != n + len(prepared.variants):
+        raise ValueError(f"{len(decoded)} translations for {len(prepared.sentences)} sentences")
+    outs, gates_of = [t.text for t in decoded[:n]], [t.gate for t in decoded[:n]]
+    masked = prepared.masked or []
+    for i, m in enumerate(masked):
+        if m.empty:  # literals only: nothing to translate
+            outs[i] = m.prefix + m.suffix
+    for j, i in enumerate(prepared.variants):
+        if not keeps_literals(seg.segments[i], outs[i]):  # the masked translation, restored
+            outs[i] = unmask(decoded[n + j].text, masked[i])
+            gates_of[i] = decoded[n + j].gate
+    texts = seg.join(outs)
+    gates = seg.mean(gates_of)
     hits = seg.gather(prepared.hits) if prepared.hits is not None else [[] for _ in texts]
-    return [Output(t, g, h) for t, g, h in zip(texts, gates, hits, strict=True)]
+    if prepared.docs is None:
+        return [Output(t, g, h) for t, g, h in zip(texts, gates, hits, strict=True)]
+    out, start = [], 0
+    for doc in prepared.docs:  # units back into their documents
+        end = start + len(doc.units)
+        values = [g for g in gates[start:end] if g is not None]
+        gate = sum(values) / len(values) if values else None
+        found = [x for unit in hits[start:end] for x in unit]
+        out.append(Output(fill(doc, texts[start:end]), gate, found))
+        start = end
+    return out
 
 
 def translate(
@@ -183,7 +245,7 @@ def translate(
     prepared = prepare(translator, texts, options, retrieve, provenance)
     t0 = time.perf_counter()
     decoded = decode(
-        translator, prepared.sentences, options, prepared.pairs, prepared.sources, progress
+        translator, prepared.sentences, options, prepared.pairs, prepared.encodings, progress
     )
     decode_ms = _ms(t0)
     return Result(
@@ -191,5 +253,5 @@ def translate(
         retrieval_ms=prepared.retrieval_ms,
         decode_ms=decode_ms,
         total_ms=_ms(start),
-        sentences=len(prepared.sentences),
+        sentences=len(prepared.seg.segments),
     )

@@ -118,6 +118,7 @@ def eval_record(
         "segments": result.get("segments"),
         "gate_mean": result.get("gate_mean"),
         "neighbours_per_sentence": result.get("neighbours_per_sentence"),
+        "checks": result.get("checks"),  # loops and implausible lengths (models.output_checks)
         "timings": {
             "seconds": result.get("seconds"),
             "retrieval_seconds": result.get("retrieval_seconds"),

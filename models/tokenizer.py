@@ -71,6 +71,35 @@ class Tokenizer:
     def pieces(self, text: str, lang: str) -> list[str]:
         return self.sp.encode(self.normalize(text, lang), out_type=str)
 
+    def canonical_ids(self) -> list[int]:
+        """Per id, the id of its case-folded piece where the vocabulary has one, else itself:
+        what decoding compares to catch a loop that changes case ("Speichern speichern")."""
+        sp, unk = self.sp, self.sp.unk_id()
+        ids = [sp.piece_to_id(sp.id_to_piece(i).casefold()) for i in range(self.vocab_size)]
+        return [c if c != unk or i == unk else i for i, c in enumerate(ids)]
+
+    def word_ids(self) -> list[int]:
+        """Ids of pieces that are a whole word of four letters or more by themselves (a word
+        start, letters only): said twice in a row ("Speichern speichern") they are a loop,
+        where "die die" or a repeated sub-word piece may be German."""
+        out = []
+        for i in range(self.vocab_size):
+            piece = self.sp.id_to_piece(i)
+            if piece.startswith("\u2581") and len(piece) > 4 and piece[1:].isalpha():
+                out.append(i)
+        return out
+
+    def gap_ids(self) -> list[int]:
+        """Ids of pieces that only separate ("," ";" ":" "-" "/"): a span said again after one
+        of them ("die Söhne, die Söhne") is a loop too."""
+        marks = set(",;:-/\u2013\u2014")
+        out = []
+        for i in range(self.vocab_size):
+            piece = self.sp.id_to_piece(i).lstrip("\u2581")
+            if piece and set(piece) <= marks:
+                out.append(i)
+        return out
+
 
 class ByteTokenizer:
     """UTF-8 bytes as ids (byte b is b + 4); `decode(encode(t)) == normalize(t)`.

@@ -20,7 +20,7 @@ from torch.nn.utils.rnn import pad_sequence
 from models import defaults
 from models.bundle import SPM_FILE, LoadedBundle, ModelCard, load_bundle, model_card
 from models.data import pad_batch
-from models.decoding import beam_search, ctc_greedy, greedy
+from models.decoding import RepeatBan, Repeats, beam_search, ctc_greedy, greedy
 from models.devices import decode_autocast_dtype
 from models.layers import EncoderState
 from models.quantize import quantize_int8, resolve
@@ -35,6 +35,7 @@ DEFAULT_BUNDLE = Path(__file__).resolve().parent / "semiparametric_bundle"
 BASELINE_BUNDLE = Path(__file__).resolve().parent / "baseline_bundle"
 
 
+FORMATS = ("text", "html")  # what a text may be: plain text, or an HTML fragment or page
 NeighbourTexts = Sequence[tuple[str, str]]  # retrieved (source, target) pairs of one text
 
 
@@ -61,10 +62,22 @@ class DecodeOptions:
     batch_size: int = defaults.BATCH_SIZE
     split_sentences: bool = defaults.SPLIT_SENTENCES  # decode a text sentence by sentence
     neighbours_k: int = defaults.NEIGHBOURS_K  # retrieved pairs per sentence
+    # no whole word and no span of 2..block_repeats sub-words said twice back to back (0:
+    # allowed); sub-word models only, a byte model repeats byte pairs in ordinary words
+    block_repeats: int = defaults.BLOCK_REPEATS
+    # URLs, paths, numbers, placeholders, emoji and markup masked and restored exactly
+    # (models.literals); a text-level option of the pipeline, not of the decoder
+    keep_literals: bool = defaults.KEEP_LITERALS
+    # "text", or "html": the text of each block translated, tags kept (models.markup)
+    format: str = "text"
 
     def __post_init__(self) -> None:
         if self.beam_size < 1 or self.batch_size < 1 or self.neighbours_k < 1:
             raise ValueError("beam_size, batch_size and neighbours_k must be at least 1")
+        if self.format not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        if self.block_repeats < 0:
+            raise ValueError("block_repeats must not be negative (0: repeats allowed)")
         if self.length_penalty < 0:
             raise ValueError("length_penalty must not be negative")
 
@@ -97,6 +110,7 @@ class Translator:
             bool(getattr(model, "uses_memory", False)) if uses_memory is None else uses_memory
         )
         self.card = card
+        self._repeats: Repeats | None = None  # what counts as a loop, made when first needed
 
     @classmethod
     def from_bundle(
@@ -197,14 +211,29 @@ class Translator:
             made = [sources[i] for i in chunk] if sources is not None else []
             source = _source_state(made, src, self.model.config.pad_id) if made else None
             row_gates: list[float | None] | None = [] if gates and nb is not None else None
+            repeats = self._repeat_ban(src, options.block_repeats)
+            batch = DecodeBatch(src, options, nb, source, row_gates, repeats)
             with torch.inference_mode(), self._autocast(src.device):
-                hyps = strategy(self.model, DecodeBatch(src, options, nb, source, row_gates))
+                hyps = strategy(self.model, batch)
             for j, (i, hyp) in enumerate(zip(chunk, hyps, strict=True)):
                 gate = None if row_gates is None else row_gates[j]
                 out[i] = Translation(self.tokenizer.decode(hyp), gate)
             if progress is not None:
                 progress(len(chunk))
         return out
+
+    def _repeat_ban(self, src: Tensor, max_n: int) -> RepeatBan | None:
+        """The batch's ban on back-to-back repeats (None: off, or a byte tokenizer)."""
+        if max_n == 0 or not isinstance(self.tokenizer, Tokenizer):
+            return None
+        if self._repeats is None or self._repeats.max_n != max_n:
+            words = torch.zeros(self.tokenizer.vocab_size, dtype=torch.bool)
+            words[self.tokenizer.word_ids()] = True
+            gaps = torch.zeros(self.tokenizer.vocab_size, dtype=torch.bool)
+            gaps[self.tokenizer.gap_ids()] = True
+            canon = torch.tensor(self.tokenizer.canonical_ids())
+            self._repeats = Repeats(canon, words, max_n, gaps)
+        return self._repeats.ban(src, self.model.config.pad_id)
 
     def _length_batches(
         self, ids: Sequence[list[int]], batch_size: int, skip_empty: bool = False
@@ -271,6 +300,7 @@ class DecodeBatch:
     neighbours: Neighbours | None  # retrieved pairs, for a model that reads them
     source: EncoderState | None  # the source's encoding when retrieval made it
     gates: list[float | None] | None  # filled with each row's mean gate when not None
+    repeats: RepeatBan | None = None  # back-to-back repeats forbidden (autoregressive only)
 
 
 def _autoregressive(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
@@ -279,7 +309,13 @@ def _autoregressive(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
     o = b.options
     if o.beam_size <= 1 and b.gates is None:
         return greedy(
-            model, b.src, o.max_len_a, o.max_len_b, neighbours=b.neighbours, source=b.source
+            model,
+            b.src,
+            o.max_len_a,
+            o.max_len_b,
+            neighbours=b.neighbours,
+            source=b.source,
+            repeats=b.repeats,
         )
     return beam_search(
         model,
@@ -291,6 +327,7 @@ def _autoregressive(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
         neighbours=b.neighbours,
         gates=b.gates,
         source=b.source,
+        repeats=b.repeats,
     )
 
 

@@ -15,11 +15,13 @@ import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio.to_thread
 import torch
 from fastapi import FastAPI
 
+from index_builder.memories import install_memories
 from models.translator import DecodeOptions
 from service.backends import open_backends
 from service.deps import Service, check_admin
@@ -68,6 +70,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         except ValueError as e:  # a setting that names the wrong model stops the start
             raise RuntimeError(f"RAGMT_DEFAULT_MODELS: {e}") from None
     await anyio.to_thread.run_sync(service.langid.load)
+    if settings.install_memories:  # a fresh clone translates `general` with its memory
+        await anyio.to_thread.run_sync(install_shipped, settings, engine)
     await manager.start()
     service.domains = manager
     for line in startup_summary(settings, engine, manager, backends_kind(settings, injected)):
@@ -105,6 +109,18 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await manager.stop()
         if injected is None:  # injected backends belong to the caller
             await backends.close()
+
+
+def install_shipped(settings: Settings, engine: Any) -> None:
+    """Build the shipped memories the stores directory lacks (blocking; seconds)."""
+    served = [pair for loaded in engine.models for pair in loaded.pairs]
+    install_memories(
+        settings.store_root,
+        served,
+        settings.domains,
+        settings.signing_key,
+        log=lambda line: log.info("%s", line),
+    )
 
 
 def backends_kind(settings: Settings, injected: Backends | None) -> str:

@@ -146,10 +146,17 @@ def data_prepare(
         help="instead: the verse-aligned Bible in 22 languages, <out>/bible/, split by the "
         "en-de bible domain's held-out books (same --seed)",
     ),
+    extra: bool = typer.Option(
+        False,
+        "--extra",
+        help="add Ding's glossary and Debian's gettext catalogs to general train only "
+        "(de; dev and test stay those of a run without it)",
+    ),
 ) -> None:
     """Fetch the sources of shared/DATA.md, clean, split and check them; idempotent."""
     from index_builder.prepare.bible import BibleConfig, BibleError, prepare_bible
     from index_builder.prepare.build import PrepareConfig, prepare
+    from index_builder.prepare.extra import ExtraConfig
     from index_builder.prepare.fetch import FetchError
 
     if bible:
@@ -161,9 +168,12 @@ def data_prepare(
         return
     if lang not in ("de", "fr"):
         _fail(f"unsupported target language {lang!r}; use de or fr")
+    cfg = PrepareConfig(lang=lang, seed=seed)
     try:
-        manifest = prepare(out, cache, PrepareConfig(lang=lang, seed=seed), offline, force, _log)
-    except FetchError as e:
+        manifest = prepare(
+            out, cache, cfg, offline, force, _log, extra=ExtraConfig() if extra else None
+        )
+    except (FetchError, ValueError) as e:
         _fail(str(e))
     _log(f"contamination check passed: {manifest['contamination_check']['passed']}")
 
@@ -313,6 +323,15 @@ def translate(
     split_sentences: bool = typer.Option(
         defaults.SPLIT_SENTENCES, help="translate a text of several sentences one at a time"
     ),
+    block_repeats: int = typer.Option(
+        defaults.BLOCK_REPEATS,
+        min=0,
+        help="no whole word and no span of 2..N sub-words said twice back to back (0: allowed)",
+    ),
+    keep_literals: bool = typer.Option(
+        defaults.KEEP_LITERALS,
+        help="mask URLs, paths, numbers, placeholders, emoji and markup; restore them exactly",
+    ),
     batch_size: int = typer.Option(defaults.BATCH_SIZE, min=1),
     device: str = typer.Option("cpu"),
     domain: str = typer.Option(
@@ -363,7 +382,9 @@ def translate(
         retrieve = retrieve_with(translator, retriever)
         if not translator.uses_memory:
             _log("note: this model has no retrieval memory; neighbours do not change its output")
-    options = _options(beam, length_penalty, batch_size, split_sentences, neighbours)
+    options = _options(
+        beam, length_penalty, batch_size, split_sentences, neighbours, block_repeats, keep_literals
+    )
 
     def run(lines: list[str], bar: tqdm | None = None) -> list[str]:
         progress = bar.update if bar is not None else None
@@ -392,7 +413,13 @@ def translate(
 
 
 def _options(
-    beam: int, length_penalty: float, batch_size: int, split_sentences: bool, neighbours: int
+    beam: int,
+    length_penalty: float,
+    batch_size: int,
+    split_sentences: bool,
+    neighbours: int,
+    block_repeats: int = defaults.BLOCK_REPEATS,
+    keep_literals: bool = defaults.KEEP_LITERALS,
 ) -> Any:
     """The command line's decoding options as the pipeline's one `DecodeOptions`."""
     from models.translator import DecodeOptions
@@ -403,6 +430,8 @@ def _options(
         batch_size=batch_size,
         split_sentences=split_sentences,
         neighbours_k=neighbours,
+        block_repeats=block_repeats,
+        keep_literals=keep_literals,
     )
 
 
@@ -443,6 +472,15 @@ def evaluate_cmd(
     ),
     split_sentences: bool = typer.Option(
         defaults.SPLIT_SENTENCES, help="translate a text of several sentences one at a time"
+    ),
+    block_repeats: int = typer.Option(
+        defaults.BLOCK_REPEATS,
+        min=0,
+        help="no whole word and no span of 2..N sub-words said twice back to back (0: allowed)",
+    ),
+    keep_literals: bool = typer.Option(
+        defaults.KEEP_LITERALS,
+        help="mask URLs, paths, numbers, placeholders, emoji and markup; restore them exactly",
     ),
     out: Path = typer.Option(None, help="write <out>.json and <out>.md"),
     title: str = typer.Option("", help="title of the Markdown table"),
@@ -530,7 +568,9 @@ def evaluate_cmd(
     # "run-lp2.0" keeps its dot (a given .json or .md ending is dropped first)
     stem = (out.with_suffix("") if out.suffix in (".json", ".md") else out) if out else None
     hyp_dir = stem.parent / f"{stem.name}-hyps" if stem else None
-    options = _options(beam, length_penalty, batch_size, split_sentences, neighbours)
+    options = _options(
+        beam, length_penalty, batch_size, split_sentences, neighbours, block_repeats, keep_literals
+    )
     results = evaluate(
         translator,
         data,
@@ -553,6 +593,8 @@ def evaluate_cmd(
             "beam": beam,
             "length_penalty": length_penalty,
             "split_sentences": split_sentences,
+            "block_repeats": block_repeats,
+            "keep_literals": keep_literals,
             "batch_size": batch_size,
             "neighbours_k": neighbours if stores is not None else None,
             "quantize": resolve(quantize, translator_device),
@@ -640,6 +682,31 @@ def _read_pairs(paths: list[Path], split: str, src_lang: str, tgt_lang: str) -> 
         )
     except CorpusError as e:
         _fail(str(e))
+
+
+@app.command("pack-memory")
+def pack_memory_cmd(
+    data: Path = typer.Option(Path("data/en-de"), help="prepared language-pair directory"),
+    domain: str = typer.Option("general", help="the domain whose split is packed"),
+    split: str = typer.Option("train"),
+    out: Path = typer.Option(None, help="default: index_builder/memories/<domain>.<src>-<tgt>"),
+    src_lang: str = typer.Option("en"),
+    tgt_lang: str = typer.Option("de"),
+) -> None:
+    """Pack a prepared split as a shipped translation memory (built into a store at a
+    server's first start); refused if it holds a dev or test source of any domain."""
+    from index_builder.memories import SHIPPED, pack_memory
+
+    _domain_name(domain)
+    if not (data / domain).is_dir():
+        _fail(f"no prepared domain {domain!r} under {data} (run `ragmt data prepare`)")
+    target = out or SHIPPED / f"{domain}.{src_lang}-{tgt_lang}"
+    try:
+        manifest = pack_memory(data, domain, target, (src_lang, tgt_lang), split=split)
+    except (ValueError, OSError) as e:
+        _fail(str(e))
+    size = (target / "pairs.tsv.xz").stat().st_size
+    typer.echo(f"{target}: {manifest['pairs']} pairs, {size / 2**20:.1f} MiB")
 
 
 @app.command("sign-store")

@@ -68,6 +68,7 @@ class TranslationRequest:
     model: str | None = None
     beam_size: int | None = None
     return_neighbours: bool = False
+    format: str = "text"  # "html": each text an HTML fragment or page, its tags kept
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ class TranslationEngine:
     ) -> list[Translation]:
         """Through the shared batches when called on the app's loop, else directly (CLI)."""
         key = BatchKey(model.name, options, pair)
-        args = (prepared.sentences, prepared.pairs, prepared.sources)
+        args = (prepared.sentences, prepared.pairs, prepared.encodings)
         if self._on_loop():
             assert self._batcher is not None
             return await self._batcher.submit(key, *args, weight=len(prepared.texts))
@@ -210,7 +211,7 @@ class TranslationEngine:
         elif domain != GENERAL_DOMAIN:
             raise NotFound(f"unknown domain; available: {GENERAL_DOMAIN}", code="unknown_domain")
         check_texts(req.texts, self.limits)
-        return model, domain, request_options(self.limits, req.beam_size)
+        return model, domain, request_options(self.limits, req.beam_size, req.format)
 
     def _lease(self, domain: str, pair: tuple[str, str]) -> Lease | None:
         if self.domains is None:

@@ -23,6 +23,8 @@ class TranslateRequest(_Schema):
     model: str | None = None  # null or "default": the default model
     beam_size: int | None = None  # null: the configured default
     return_neighbours: bool = False
+    # "html": each text is HTML; the text of each block is translated, every tag kept
+    format: Literal["text", "html"] = "text"
 
     def to_engine(self) -> TranslationRequest:
         return TranslationRequest(**self.model_dump())

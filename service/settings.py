@@ -181,6 +181,9 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(50_000_000, ge=1)  # corpus uploads (management route)
     # HMAC key shared with the store builder: set, only stores it signed are served or reused
     store_signing_key: SecretStr | None = None
+    # Shipped translation memories (index_builder/memories/, the general pool) built into the
+    # stores directory at the first start, for a domain that has no store there yet
+    install_memories: bool = True
 
     # Shared state between replicas
     redis_url: str | None = None  # None: everything in-process (a single replica)

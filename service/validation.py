@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from models.translator import DecodeOptions
+from models.translator import FORMATS, DecodeOptions
 from service.errors import InvalidInput
 
 
@@ -50,12 +50,22 @@ def check_texts(texts: Sequence[str], limits: Limits) -> None:
             ) from None
 
 
-def request_options(limits: Limits, beam_size: int | None) -> DecodeOptions:
-    """The service's options with a request's beam size, within `max_beam_size`."""
+def request_options(
+    limits: Limits, beam_size: int | None, text_format: str = "text"
+) -> DecodeOptions:
+    """The service's options with a request's beam size (within `max_beam_size`) and the
+    format of its texts ("text" or "html")."""
+    if text_format not in FORMATS:
+        raise InvalidInput(f"format must be one of {', '.join(FORMATS)}", field="format")
+    options = (
+        limits.options
+        if text_format == limits.options.format
+        else replace(limits.options, format=text_format)
+    )
     if beam_size is None:
-        return limits.options
+        return options
     if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
         raise InvalidInput("beam_size must be a positive integer", field="beam_size")
     if beam_size > limits.max_beam_size:
         raise over_limit("beam_size", "max_beam_size", limits)
-    return replace(limits.options, beam_size=beam_size)
+    return replace(options, beam_size=beam_size)

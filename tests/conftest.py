@@ -13,6 +13,7 @@ stops the collection.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,10 @@ from tests.redis_server import (
     has_redis_server,
     url_of,
 )
+
+# A server started by a test (in-process or a child process) builds no shipped memory into its
+# stores directory unless the test asks for one (tests/index_builder/test_memories.py does).
+os.environ.setdefault("RAGMT_INSTALL_MEMORIES", "0")
 from tests.toy_bundle import build_memory_bundle, build_toy_bundle
 
 # One thread: the test machine is small and shared, and more threads only contend.

@@ -85,3 +85,24 @@ def test_the_pipeline_retrieves_for_a_memory_model_or_when_provenance_is_asked(
     out = pipeline.finish(read, pipeline.decode(memory, read.sentences, options, read.pairs))
     assert out[1] == pipeline.Output("", None, [])
     assert all(0.0 < o.gate < 1.0 for o in (out[0], out[2]))
+
+
+async def test_literal_text_comes_back_exactly_and_plain_text_is_unchanged(bundle: Path) -> None:
+    translator = Translator.from_loaded(load_bundle(bundle))
+    literal = [
+        "red house /etc/ragmt/config.yaml",
+        "one two help@example.com three",
+        "<b>blue tree</b>",
+        "five 😀",
+        "https://example.org",
+    ]
+    plain = ["red house", "one two three"]
+    on = pipeline.translate(translator, literal + plain, DecodeOptions(beam_size=2))
+    off = pipeline.translate(translator, plain, DecodeOptions(beam_size=2, keep_literals=False))
+    outs = [o.text for o in on.outputs]
+    assert "/etc/ragmt/config.yaml" in outs[0] and "help@example.com" in outs[1]
+    assert outs[2].startswith("<b>") and outs[2].endswith("</b>") and outs[3].endswith(" 😀")
+    assert outs[4] == "https://example.org"
+    assert outs[5:] == [o.text for o in off.outputs]
+    prepared = pipeline.prepare(translator, literal + plain)
+    assert prepared.variants == [0, 1, 2, 3]  # decoded masked too; a bare URL is not decoded

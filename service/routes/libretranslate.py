@@ -1,13 +1,13 @@
 """LibreTranslate-compatible routes, so its existing clients work unchanged.
 
 `POST /translate` takes JSON or form bodies: `q` (a string or a list), `source` (a code or
-"auto": identified per text, see service/langid.py), `target`, `format` ("text"; "html" is
-refused with a clear 400) and an optional `api_key`; it answers `{"translatedText": ...}` in
-the shape of `q`. `POST /detect` (`q`, `api_key`) answers, per text, a list with the most
-probable language and its confidence in percent. A text without letters (blank, digits) is
-not identified: it is reported as the model's source language with confidence 0. `GET
-/languages` lists the served pairs as LibreTranslate does. Errors are `{"error": message,
-...}` as LibreTranslate clients expect (see service/errors.py).
+"auto": identified per text, see service/langid.py), `target`, `format` ("text", or "html":
+the text of each block translated, every tag kept) and an optional `api_key`; it answers
+`{"translatedText": ...}` in the shape of `q`. `POST /detect` (`q`, `api_key`) answers, per
+text, a list with the most probable language and its confidence in percent. A text without
+letters (blank, digits) is not identified: it is reported as the model's source language
+with confidence 0. `GET /languages` lists the served pairs as LibreTranslate does. Errors are
+`{"error": message, ...}` as LibreTranslate clients expect (see service/errors.py).
 """
 
 from __future__ import annotations
@@ -153,10 +153,9 @@ def _percent(d: Detection) -> dict[str, Any]:
 async def libre_translate(request: Request, service: ServiceDep) -> LibreTranslateResponse:
     """LibreTranslate's translate call: the pair's default model, the general domain."""
     req = await _request(request, service, LibreTranslateRequest)
-    if req.format != "text":
+    if req.format not in ("text", "html"):
         raise BadRequest(
-            f"format {req.format[:20]!r} is not supported; send plain text with format 'text'",
-            field="format",
+            f"format {req.format[:20]!r} is not supported; use 'text' or 'html'", field="format"
         )
     engine = service.engine
     source = req.source
@@ -166,7 +165,9 @@ async def libre_translate(request: Request, service: ServiceDep) -> LibreTransla
         detections = _auto_source(service, texts, req.target)
         source = detections[0].language
     try:
-        result = await engine.translate_batch(TranslationRequest(texts, source, req.target))
+        result = await engine.translate_batch(
+            TranslationRequest(texts, source, req.target, format=req.format)
+        )
     except ServiceError as e:
         raise _as_q(e) from None
     out = [r.translation for r in result.results]

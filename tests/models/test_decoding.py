@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.decoding import beam_search, greedy
+from models.decoding import Repeats, beam_search, greedy
 from models.transformer import Transformer, TransformerConfig
 from tests.models.per_row import PerRowDecoding
 
@@ -149,3 +149,83 @@ def test_bad_inputs_are_refused(reverser) -> None:
         beam_search(reverser, torch.tensor([[5, 6]]), beam_size=0)
     with pytest.raises(ValueError, match="empty"):
         greedy(reverser, torch.tensor([[5, 6], [PAD, PAD]]))
+
+
+def _back_to_back(seq: list[int], words: set[int]) -> bool:
+    if any(a == b and a in words for a, b in zip(seq, seq[1:], strict=False)):
+        return True
+    return any(
+        seq[i : i + n] == seq[i + n : i + 2 * n]
+        for n in range(2, len(seq) // 2 + 1)
+        for i in range(len(seq) - 2 * n + 1)
+    )
+
+
+def _ban(
+    src: torch.Tensor,
+    words: set[int] = frozenset(),
+    canon: dict[int, int] | None = None,
+    gaps: set[int] = frozenset(),
+):
+    table = torch.arange(V)
+    for a, b in (canon or {}).items():
+        table[a] = b
+    mask = torch.zeros(V, dtype=torch.bool)
+    mask[list(words)] = True
+    gap = torch.zeros(V, dtype=torch.bool)
+    gap[list(gaps)] = True
+    return Repeats(table, mask, 16, gap).ban(src, PAD)
+
+
+def test_repeat_ban_changes_nothing_where_the_output_repeats_nothing(reverser, held_out) -> None:
+    src, refs = held_out
+    clean = [i for i, r in enumerate(refs) if not _back_to_back(r, set())]
+    src = src[clean]
+    for decode in (greedy, lambda m, s, **kw: beam_search(m, s, beam_size=4, **kw)):
+        assert decode(reverser, src, repeats=_ban(src)) == decode(reverser, src)
+
+
+def test_repeat_ban_lets_a_source_that_repeats_be_translated_with_its_repeat(reverser) -> None:
+    src = torch.tensor([[5, 6, 5, 6, 7], [9, 9, 4, 3, PAD]])
+    words = {9}
+    out = beam_search(reverser, src, beam_size=4, repeats=_ban(src, words))
+    assert out == [[7, 6, 5, 6, 5], [3, 4, 9, 9]]
+
+
+def test_repeat_ban_forbids_back_to_back_spans_and_repeated_words(reverser) -> None:
+    src = torch.tensor([[5, 6, 5, 6, 7], [9, 9, 4, 3, PAD], [8, 12, 8, 12, 8]])
+    words = {9}
+    ban = _ban(src, words)
+    ban.free = torch.zeros_like(ban.free)  # as if the sources repeated nothing
+    for out in (
+        greedy(reverser, src, repeats=ban),
+        beam_search(reverser, src, beam_size=4, repeats=ban),
+    ):
+        for seq in out:
+            assert not _back_to_back(seq, words), out
+
+
+def test_repeat_ban_compares_tokens_by_their_canonical_twin(reverser) -> None:
+    # 13 is 5 "in another case": [5, 6, 13, 6] reversed is a repeat of (6, 5) by canon
+    src = torch.tensor([[6, 13, 6, 5, 7]])
+    assert beam_search(reverser, src, beam_size=4) == [[7, 5, 6, 13, 6]]
+    ban = _ban(src, canon={13: 5})
+    ban.free = torch.zeros_like(ban.free)
+    out = beam_search(reverser, src, beam_size=4, repeats=ban)[0]
+    table = [5 if t == 13 else t for t in out]
+    assert not _back_to_back(table, set()), out
+
+
+def test_repeat_ban_forbids_a_span_said_again_after_one_separator(reverser) -> None:
+    src = torch.tensor([[5, 6, 4, 5, 6, 7]])  # reversed: 7 6 5 4 6 5, "6 5, 6 5" with gap 4
+    assert beam_search(reverser, src, beam_size=4) == [[7, 6, 5, 4, 6, 5]]
+    assert beam_search(reverser, src, beam_size=4, repeats=_ban(src, gaps={4})) == [
+        [7, 6, 5, 4, 6, 5]
+    ]  # the source repeats so: allowed
+    ban = _ban(src, gaps={4})
+    ban.free = torch.zeros_like(ban.free)
+    out = beam_search(reverser, src, beam_size=4, repeats=ban)[0]
+    assert not any(
+        out[i : i + 2] == out[i + 3 : i + 5] and out[i + 2] == 4 for i in range(len(out) - 4)
+    ), out
+    assert beam_search(reverser, src, beam_size=4, repeats=_ban(src))[0] == [7, 6, 5, 4, 6, 5]

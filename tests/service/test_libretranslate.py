@@ -126,7 +126,7 @@ def test_detect_errors_are_libretranslate_shaped(client: TestClient, body, statu
 @pytest.mark.parametrize(
     ("body", "status", "needle"),
     [
-        ({"q": "one", "source": "en", "target": "de", "format": "html"}, 400, "format"),
+        ({"q": "one", "source": "en", "target": "de", "format": "markdown"}, 400, "format"),
         ({"q": "one", "source": "en", "target": "fr"}, 422, "en->de"),
         ({"q": "one", "source": "xx", "target": "de"}, 422, "en->de"),
         ({"q": [], "source": "en", "target": "de"}, 422, "q must not be empty"),
@@ -227,3 +227,13 @@ def test_a_key_must_open_the_general_domain(bundle: Path, tmp_path: Path) -> Non
             "translatedText": "rot"
         }
         assert c.get("/languages").status_code == 200  # public: model pairs, no domains
+
+
+def test_html_keeps_every_tag_and_translates_the_text(client: TestClient) -> None:
+    body = {"q": "<p>blue house</p><p>one two</p>", "source": "en", "target": "de"}
+    resp = client.post("/translate", json=body | {"format": "html"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {"translatedText": "<p>blau haus</p><p>eins zwei</p>"}
+    # as text, the same body's tags are literal text: they come back, escaped nowhere
+    plain = client.post("/translate", json=body | {"format": "text"}).json()["translatedText"]
+    assert plain.count("<p>") == 2 and plain.count("</p>") == 2

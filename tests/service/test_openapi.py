@@ -201,7 +201,7 @@ CASES = [
     ("locked", "POST", "/v1/translate", None, {"json": {"texts": []}}, 422),
     ("locked", "POST", "/v1/translate", None, {"json": TR | {"domain": "idle"}}, 503),
     ("locked", "POST", "/v1/translate", None, UTF8, 400),
-    ("locked", "POST", "/translate", None, {"json": LT | {"format": "html"}}, 400),
+    ("locked", "POST", "/translate", None, {"json": LT | {"format": "markdown"}}, 400),
     ("locked", "POST", "/translate", None, {"json": LT, "headers": {}}, 401),
     ("locked", "POST", "/translate", None, {"json": LT | {"api_key": "no"}, "headers": {}}, 403),
     ("locked", "POST", "/translate", None, {"json": LT | {"q": BIG}}, 413),

@@ -1,0 +1,127 @@
+"""Literal text masked before translation and restored exactly (models/literals.py)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from models.literals import find_literals, mask, mask_pair, unmask
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "literal"),
+    [
+        ("Visit https://example.org/docs for more.", "url", "https://example.org/docs"),
+        ("See www.example.com/help?id=42.", "url", "www.example.com/help?id=42"),
+        ("Write to help@example.com if stuck.", "email", "help@example.com"),
+        ("Edit /etc/ragmt/config.yaml now.", "path", "/etc/ragmt/config.yaml"),
+        ("Open ~/Documents/report.odt.", "path", "~/Documents/report.odt"),
+        ("Run ./configure first.", "path", "./configure"),
+        ("Copy C:\\Users\\x\\a.txt away.", "path", "C:\\Users\\x\\a.txt"),
+        ("Could not open %s: denied.", "placeholder", "%s"),
+        ("Deleted %1$d files.", "placeholder", "%1$d"),
+        ("Page %1 of %2.", "placeholder", "%1"),
+        ("Hello {name}, welcome.", "placeholder", "{name}"),
+        ("Set $HOME first.", "placeholder", "$HOME"),
+        ("Set ${USER} first.", "placeholder", "${USER}"),
+        ("It is in %APPDATA% somewhere.", "placeholder", "%APPDATA%"),
+        ("It costs 3.14 euros.", "number", "3.14"),
+        ("Meet at 12:30 today.", "number", "12:30"),
+        ("Done at 75% now.", "number", "75%"),
+        ("Great work 👍 team.", "emoji", "👍"),
+        ("Click <b>Save</b> now.", "markup", "<b>"),
+        ("Use &amp; here.", "markup", "&amp;"),
+    ],
+)
+def test_each_kind_is_found(text: str, kind: str, literal: str) -> None:
+    found = {(text[a:b], k) for a, b, k in find_literals(text)}
+    assert (literal, kind) in found
+
+
+@pytest.mark.parametrize("text", ["and/or", "MP3 player", "x86_64 build", "Version two", "e.g."])
+def test_words_with_digits_or_slashes_are_not_literals(text: str) -> None:
+    assert find_literals(text) == []
+
+
+def test_mask_numbers_literals_and_restores_them() -> None:
+    m = mask("Please write to help@example.com or call 555 today.")
+    assert m.text == "Please write to {1} or call {2} today."
+    assert m.literals == ("help@example.com", "555")
+    assert unmask("Bitte schreiben Sie an {1} oder rufen Sie heute {2} an.", m) == (
+        "Bitte schreiben Sie an help@example.com oder rufen Sie heute 555 an."
+    )
+
+
+def test_markup_and_emoji_around_the_text_never_reach_the_model() -> None:
+    m = mask("<b>Save</b>")
+    assert (m.prefix, m.text, m.suffix) == ("<b>", "Save", "</b>")
+    assert unmask("Speichern", m) == "<b>Speichern</b>"
+    m = mask("Thank you! 😀")
+    assert m.text == "Thank you!" and unmask("Danke!", m) == "Danke! 😀"
+
+
+def test_a_text_of_literals_only_comes_back_as_it_is() -> None:
+    for text in ("https://example.org", "😀", "<br/>", "42"):
+        m = mask(text)
+        assert m.empty
+        assert unmask("", m) == text
+
+
+def test_inline_markup_is_glued_back_to_its_word() -> None:
+    m = mask("Click <b>Save</b> now.")
+    assert m.literals == ("<b>", "</b>")
+    assert unmask("Klicken Sie jetzt auf {1} Speichern {2}.", m) == (
+        "Klicken Sie jetzt auf <b>Speichern</b>."
+    )
+
+
+def test_a_lost_mask_is_put_back_a_repeated_one_dropped_an_unknown_one_removed() -> None:
+    m = mask("Copy /tmp/a.txt to /tmp/b.txt now.")
+    out = unmask("Kopieren Sie {1} {1} nach {7} jetzt.", m)
+    assert out.count("/tmp/a.txt") == 1 and out.count("/tmp/b.txt") == 1
+    assert "{" not in out
+
+
+def test_masks_written_with_spaces_are_read() -> None:
+    m = mask("Open %s now.")
+    assert unmask("Öffnen Sie { 1 } jetzt.", m) == "Öffnen Sie %s jetzt."
+
+
+def test_a_neighbour_gets_the_request_masks_where_both_sides_hold_the_literal() -> None:
+    m = mask("Edit /etc/hosts and 42 more.")
+    src, tgt = mask_pair("Edit /etc/hosts first.", "Bearbeiten Sie zuerst /etc/hosts.", m)
+    assert (src, tgt) == ("Edit {1} first.", "Bearbeiten Sie zuerst {1} .")
+    # a literal on one side only stays as it is
+    assert mask_pair("42 files", "Dateien", m) == ("42 files", "Dateien")
+
+
+words = st.text(alphabet="abcdefghij XYZ", min_size=1, max_size=12)
+literal = st.sampled_from(
+    ["https://a.org/x", "me@a.org", "/etc/x.conf", "%s", "{n}", "42", "😀", "<b>", "</b>"]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(words, literal), min_size=1, max_size=8), st.randoms())
+def test_every_literal_comes_back_exactly_as_often_whatever_the_model_does(parts, rnd) -> None:
+    text = " ".join(parts)
+    m = mask(text)
+    # a model that shuffles, drops and repeats masks
+    tokens = m.text.split()
+    rnd.shuffle(tokens)
+    tokens = [t for t in tokens if rnd.random() > 0.3] + [t for t in tokens if rnd.random() > 0.7]
+    out = unmask(" ".join(tokens), m)
+    for lit in set(m.literals):
+        assert out.count(lit) >= text.count(lit) - (m.prefix + m.suffix).count(lit)
+        assert out.count(lit) == text.count(lit)
+
+
+def test_half_written_masks_are_removed_and_their_literal_put_back() -> None:
+    m = mask("Six months after September 14 2001?")
+    assert m.literals == ("14", "2001")
+    out = unmask("Sechs Monate nach September {1} {2 und 2}?", m)
+    assert "{" not in out and "}" not in out
+    assert out.count("14") == 1 and out.count("2001") == 1
