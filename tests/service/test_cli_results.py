@@ -66,8 +66,16 @@ def test_eval_appends_one_record_per_domain_saying_what_produced_it(
         "batch_size": 32,
         "neighbours_k": None,
         "quantize": "int8",  # auto, on the CPU
+        "block_repeats": 16,
+        "keep_literals": True,
     }
     assert base["store"] is None and base["gate_mean"] is None
+    assert base["checks"] == {
+        "loops": 0,
+        "loops_pct": 0.0,
+        "implausible_length": 0,
+        "implausible_length_pct": 0.0,
+    }
     assert base["data"]["manifest_sha256"] == sha256_file(data / "manifest.json")
     assert base["data"]["source_sha256"] == sha256_file(data / "toy" / "test.en")
     assert base["data"]["reference_sha256"] == sha256_file(data / "toy" / "test.de")
