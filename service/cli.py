@@ -311,6 +311,18 @@ def average(
     _log(f"bundle written to {out}")
 
 
+# The decoding options `translate` and `eval` share (one definition, one help text).
+BLOCK_REPEATS_OPTION = typer.Option(
+    defaults.BLOCK_REPEATS,
+    min=0,
+    help="no whole word and no span of 2..N sub-words said twice back to back (0: allowed)",
+)
+KEEP_LITERALS_OPTION = typer.Option(
+    defaults.KEEP_LITERALS,
+    help="mask URLs, paths, numbers, placeholders, emoji and markup; restore them exactly",
+)
+
+
 @app.command()
 def translate(
     model: Path = typer.Option(None, help="model bundle (default: the committed bundle)"),
@@ -323,15 +335,8 @@ def translate(
     split_sentences: bool = typer.Option(
         defaults.SPLIT_SENTENCES, help="translate a text of several sentences one at a time"
     ),
-    block_repeats: int = typer.Option(
-        defaults.BLOCK_REPEATS,
-        min=0,
-        help="no whole word and no span of 2..N sub-words said twice back to back (0: allowed)",
-    ),
-    keep_literals: bool = typer.Option(
-        defaults.KEEP_LITERALS,
-        help="mask URLs, paths, numbers, placeholders, emoji and markup; restore them exactly",
-    ),
+    block_repeats: int = BLOCK_REPEATS_OPTION,
+    keep_literals: bool = KEEP_LITERALS_OPTION,
     batch_size: int = typer.Option(defaults.BATCH_SIZE, min=1),
     device: str = typer.Option("cpu"),
     domain: str = typer.Option(
@@ -473,15 +478,8 @@ def evaluate_cmd(
     split_sentences: bool = typer.Option(
         defaults.SPLIT_SENTENCES, help="translate a text of several sentences one at a time"
     ),
-    block_repeats: int = typer.Option(
-        defaults.BLOCK_REPEATS,
-        min=0,
-        help="no whole word and no span of 2..N sub-words said twice back to back (0: allowed)",
-    ),
-    keep_literals: bool = typer.Option(
-        defaults.KEEP_LITERALS,
-        help="mask URLs, paths, numbers, placeholders, emoji and markup; restore them exactly",
-    ),
+    block_repeats: int = BLOCK_REPEATS_OPTION,
+    keep_literals: bool = KEEP_LITERALS_OPTION,
     out: Path = typer.Option(None, help="write <out>.json and <out>.md"),
     title: str = typer.Option("", help="title of the Markdown table"),
     record: bool = typer.Option(False, help="store the scores in the bundle's manifest"),
