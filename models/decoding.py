@@ -84,13 +84,10 @@ class Repeats:
         words: Tensor,
         max_n: int,
         gaps: Tensor | None = None,
-        copy_len: int | None = None,
     ) -> None:
         if max_n < 1:
             raise ValueError(f"max_n must be at least 1, got {max_n}")
         self.canon, self.words, self.max_n = canon, words, max_n
-        # a span longer than copy_len + 1 is stopped once copy_len + 1 of it were said again
-        self.copy_len = copy_len if copy_len is not None else max_n
         self.gaps = gaps if gaps is not None else torch.zeros_like(words)
         # members[c]: the ids whose twin is c, padded with -1 (case classes are small)
         sorted_c, order = canon.sort(stable=True)
@@ -102,19 +99,18 @@ class Repeats:
         self._gap_ids = set(self.gaps.nonzero().view(-1).tolist())
 
     def ban(self, src: Tensor, pad_id: int) -> RepeatBan:
-        """The ban for a batch `src` `(B, S)`: a sentence whose source repeats a span back to
-        back itself ("very, very good") may repeat in its translation."""
+        """The ban for a batch `src` `(B, S)`. A sentence whose source says a token twice in
+        a row ("two two") may do so too, and one whose source repeats a span ("very, very
+        good", a list of names) may repeat spans."""
         rows = (self.canon[src] * src.ne(pad_id)).tolist()
-        free = [
-            _repeats_back_to_back([t for t in r if t], self.max_n, self._gap_ids, self.copy_len)
-            for r in rows
-        ]
-        return RepeatBan(self, torch.tensor(free, device=src.device))
+        free = [_source_repeats([t for t in r if t], self.max_n, self._gap_ids) for r in rows]
+        return RepeatBan(self, torch.tensor(free, device=src.device).view(-1, 2))
 
 
 class RepeatBan:
     """Forbids the rows of a batch to close a back-to-back repeat (`Repeats`): the token
-    that would close it gets -inf. `free[b]`: sentence b may repeat."""
+    that would close it gets -inf. `free` `(B, 2)`: whether sentence b may repeat a token
+    (column 0), a span (column 1)."""
 
     def __init__(self, repeats: Repeats, free: Tensor) -> None:
         device = free.device
@@ -123,7 +119,6 @@ class RepeatBan:
         self.members = repeats.members.to(device)
         self.gaps = repeats.gaps.to(device)
         self.max_n = repeats.max_n
-        self.copy_len = repeats.copy_len
         self.free = free
 
     def select(self, rows: Tensor) -> RepeatBan:
@@ -149,15 +144,17 @@ class RepeatBan:
             # that start n + gap back? Then that start token would close a repeat of n.
             ns = torch.arange(2, top + 1, device=device)[:, None]  # (N, 1)
             back = torch.arange(top - 1, device=device)[None, :]  # (1, J) 0 = the last token
-            counted = back < (ns - 1).clamp(max=self.copy_len)  # (N, J) positions compared
+            counted = back < ns - 1  # (N, J) the first n-1 positions count for n
             now = c[:, t - 1 - back[0]]  # (R, J)
             then = c[:, (t - 1 - back - ns - gap).clamp(min=0)]  # (R, N, J)
             same = ((now[:, None, :] == then) | ~counted).all(dim=2)  # (R, N)
             if gap:
                 same &= self.gaps[hist[:, t - ns[:, 0]]]  # the piece between is a separator
             banned.append(torch.where(same, c[:, t - ns[:, 0] - gap], -1))
+        free = self.free.repeat_interleave(per_sentence, dim=0)  # (R, 2)
+        banned[0] = banned[0].masked_fill(free[:, :1], -1)
         ids = torch.cat(banned, dim=1)  # (R, m) twins to ban, -1: none
-        ids = ids.masked_fill(self.free.repeat_interleave(per_sentence)[:, None], -1)
+        ids[:, 1:] = ids[:, 1:].masked_fill(free[:, 1:], -1)
         rows, cols = (ids >= 0).nonzero(as_tuple=True)
         if rows.numel() == 0:
             return lp
@@ -167,20 +164,17 @@ class RepeatBan:
         return lp
 
 
-def _repeats_back_to_back(ids: list[int], max_n: int, gaps: set[int], copy_len: int) -> bool:
-    """Whether `ids` (a source) repeats as `RepeatBan` would forbid a translation to: an id
-    right after itself (any id: "two two" may become "zwei zwei"), or a span of 2..max_n ids
-    said again (its first copy_len + 1 ids) at once or after one id of `gaps`."""
-    if any(a == b for a, b in zip(ids, ids[1:], strict=False)):
-        return True
+def _source_repeats(ids: list[int], max_n: int, gaps: set[int]) -> tuple[bool, bool]:
+    """Whether a source says a token right after itself, and whether it says a span of
+    2..max_n ids again at once or after one id of `gaps`: what its translation may do too."""
+    token = any(a == b for a, b in zip(ids, ids[1:], strict=False))
     for n in range(2, max_n + 1):
-        k = min(n, copy_len + 1)
-        for i in range(len(ids) - n - k + 1):
-            if ids[i : i + k] == ids[i + n : i + n + k]:
-                return True
-            if ids[i + n] in gaps and ids[i : i + k] == ids[i + n + 1 : i + n + 1 + k]:
-                return True
-    return False
+        for i in range(len(ids) - 2 * n + 1):
+            if ids[i : i + n] == ids[i + n : i + 2 * n]:
+                return token, True
+            if ids[i + n] in gaps and ids[i : i + n] == ids[i + n + 1 : i + 2 * n + 1]:
+                return token, True
+    return token, False
 
 
 @torch.inference_mode()
