@@ -96,7 +96,7 @@ def main() -> None:
     from index_builder.store import load_retriever, open_store
     from models import pipeline
     from models.bundle import load_bundle
-    from models.literals import _MASK_OUT
+    from models.literals import _MASK_OUT, keeps_literals
     from models.results import append_record, git_state
     from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
@@ -146,18 +146,23 @@ def main() -> None:
                 "model": str(args.model or DEFAULT_BUNDLE),
                 "git": git,
             }
-            if keep and prepared.masked is not None:  # did the model copy each mask once?
-                own = [
-                    sorted(int(x) for x in _MASK_OUT.findall(d.text))
-                    == list(range(1, len(m.literals) + 1))
-                    for d, m in zip(decoded, prepared.masked, strict=True)
+            if keep and prepared.masked is not None:
+                n = len(prepared.seg.segments)
+                segments = prepared.seg.segments  # per sentence: did its own translation keep all?
+                own = [keeps_literals(segments[i], decoded[i].text) for i in prepared.variants]
+                record["own_translation_kept_pct"] = round(100 * sum(own) / max(1, len(own)), 2)
+                copied = [  # the masked copies: did the model write each mask once?
+                    sorted(int(x) for x in _MASK_OUT.findall(decoded[n + j].text))
+                    == list(range(1, len(prepared.masked[i].literals) + 1))
+                    for j, i in enumerate(prepared.variants)
                 ]
-                record["model_copied_masks_pct"] = round(100 * sum(own) / max(1, len(own)), 2)
+                record["model_copied_masks_pct"] = round(100 * sum(copied) / max(1, len(copied)), 2)
             rows.append(record)
             print(
                 f"{domain:14} literals {'masked' if keep else 'as is '}: "
                 f"{record['preserved_pct']:6.2f}% preserved "
-                f"(model alone {record.get('model_copied_masks_pct', '-')}) "
+                f"(own {record.get('own_translation_kept_pct', '-')}, "
+                f"masks copied {record.get('model_copied_masks_pct', '-')}) "
                 f"{record['by_kind_pct']}",
                 flush=True,
             )

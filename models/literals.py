@@ -33,7 +33,7 @@ KINDS: dict[str, str] = {
         r"|%\d+|%[A-Za-z_]\w*%"  # Qt %1, Windows %APPDATA%
         r"|\{[\w.:!-]*\}|\$\{\w+\}|\$\(\w+\)|\$\w+\$?"  # {name} {0} ${VAR} $(VAR) $VAR $name$
     ),
-    "number": r"(?<![\w.,:])\d+(?:[.,:]\d+)*%?(?![\w])",
+    "number": r"(?<![\w.,:])\d+(?:[.,:/-]\d+)*%?(?![\w])",  # 3.14 1,024 12:30 2002-03-31
     "emoji": (
         r"[\U0001F000-\U0001FAFF\u2600-\u27BF\u2B00-\u2BFF]"
         r"(?:[\uFE0F\u200D\U0001F3FB-\U0001F3FF]|[\U0001F000-\U0001FAFF\u2600-\u27BF])*"

@@ -31,6 +31,8 @@ pytestmark = pytest.mark.unit
         ("It costs 3.14 euros.", "number", "3.14"),
         ("Meet at 12:30 today.", "number", "12:30"),
         ("Done at 75% now.", "number", "75%"),
+        ("Due on 2002-03-31 at the latest.", "number", "2002-03-31"),
+        ("Call 555-1234 today.", "number", "555-1234"),
         ("Great work 👍 team.", "emoji", "👍"),
         ("Click <b>Save</b> now.", "markup", "<b>"),
         ("Use &amp; here.", "markup", "&amp;"),
