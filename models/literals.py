@@ -151,6 +151,11 @@ def unmask(translation: str, masked: Masked) -> str:
     for k in range(1, len(masked.literals) + 1):
         if k not in used:
             text = _insert_at(text, f"\0{k}\0", masked.where[k - 1])
+    for k_open, k_close in _tag_pairs(masked.literals):  # a pair the model put back to front
+        a, b = text.find(f"\0{k_open}\0"), text.find(f"\0{k_close}\0")
+        if a > b >= 0:
+            text = text.replace(f"\0{k_open}\0", "\1").replace(f"\0{k_close}\0", f"\0{k_open}\0")
+            text = text.replace("\1", f"\0{k_close}\0")
     text = " ".join(text.split())
     for k, literal in enumerate(masked.literals, start=1):
         before, after = masked.glue[k - 1]
@@ -161,6 +166,23 @@ def unmask(translation: str, masked: Masked) -> str:
             text = text.replace(f"{token} ", token)
         text = text.replace(token, literal)
     return masked.prefix + text + masked.suffix
+
+
+_TAG_NAME = re.compile(r"<(/?)([A-Za-z][\w:.-]*)")
+
+
+def _tag_pairs(literals: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(opening, closing) mask numbers of the markup literals that pair up, in order."""
+    pairs, stack = [], []
+    for k, literal in enumerate(literals, start=1):
+        m = _TAG_NAME.match(literal)
+        if m is None or literal.endswith("/>"):
+            continue
+        if not m.group(1):
+            stack.append((m.group(2).lower(), k))
+        elif stack and stack[-1][0] == m.group(2).lower():
+            pairs.append((stack.pop()[1], k))
+    return pairs
 
 
 def _insert_at(text: str, token: str, where: float) -> str:

@@ -127,3 +127,9 @@ def test_half_written_masks_are_removed_and_their_literal_put_back() -> None:
     out = unmask("Sechs Monate nach September {1} {2 und 2}?", m)
     assert "{" not in out and "}" not in out
     assert out.count("14") == 1 and out.count("2001") == 1
+
+
+def test_a_markup_pair_the_model_wrote_back_to_front_is_put_in_order() -> None:
+    m = mask("They returned into the land <b>of</b> the Philistines.")
+    out = unmask("Sie kehrten in das Land {2} {1} der Philister zurück.", m)
+    assert out.count("<b>") == 1 and out.index("<b>") < out.index("</b>")
