@@ -114,10 +114,16 @@ def mask(text: str) -> Masked:
     return Masked(masked, tuple(literals), prefix, suffix, where, tuple(glue))
 
 
+_MARKED_WORDS = re.compile(r"<([A-Za-z][\w:.-]*)[^<>]*>[^<>]*[A-Za-z][^<>]*</\1>")
+
+
 def keeps_literals(source: str, translation: str) -> bool:
-    """Whether `translation` holds each literal span of `source` exactly as often."""
+    """Whether `translation` holds each literal span of `source` exactly as often, and
+    translated what markup encloses (`<b>Save</b>` copied whole is left untranslated)."""
     spans = {source[a:b] for a, b, _ in find_literals(source)}
-    return all(translation.count(x) == source.count(x) for x in spans)
+    if any(translation.count(x) != source.count(x) for x in spans):
+        return False
+    return not any(m.group(0) in translation for m in _MARKED_WORDS.finditer(source))
 
 
 def mask_pair(source: str, target: str, masked: Masked) -> tuple[str, str]:

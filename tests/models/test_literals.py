@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.literals import find_literals, mask, mask_pair, unmask
+from models.literals import find_literals, keeps_literals, mask, mask_pair, unmask
 
 pytestmark = pytest.mark.unit
 
@@ -133,3 +133,10 @@ def test_a_markup_pair_the_model_wrote_back_to_front_is_put_in_order() -> None:
     m = mask("They returned into the land <b>of</b> the Philistines.")
     out = unmask("Sie kehrten in das Land {2} {1} der Philister zurück.", m)
     assert out.count("<b>") == 1 and out.index("<b>") < out.index("</b>")
+
+
+def test_words_in_markup_copied_untranslated_do_not_count_as_kept() -> None:
+    source = "<b>Save</b> your changes before closing."
+    assert not keeps_literals(source, "<b>Save</b> Ihre Änderungen vor dem Schließen.")
+    assert keeps_literals(source, "<b>Speichern</b> Sie Ihre Änderungen vor dem Schließen.")
+    assert keeps_literals("Open %s now.", "Öffnen Sie %s jetzt.")
