@@ -97,7 +97,7 @@ def main() -> None:
     from models import pipeline
     from models.bundle import load_bundle
     from models.literals import _MASK_OUT, keeps_literals
-    from models.results import append_record, git_state
+    from models.results import FORMAT, append_record, git_state
     from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
     git = git_state()
@@ -132,7 +132,7 @@ def main() -> None:
                 for kind in kinds.split("+"):
                     by_kind.setdefault(kind, []).append(good)
             record = {
-                "format": 1,
+                "format": FORMAT,
                 "kind": "literal-preservation",
                 "domain": domain,
                 "keep_literals": keep,

@@ -36,7 +36,7 @@ def main() -> None:
     from models.bundle import load_bundle
     from models.data import read_lines
     from models.evaluate import score
-    from models.results import append_record, git_state
+    from models.results import FORMAT, append_record, git_state
     from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
     git = git_state()
@@ -60,7 +60,7 @@ def main() -> None:
             refs += ref
         scores = score(hyps, refs)
         record = {
-            "format": 1,
+            "format": FORMAT,
             "kind": "short-inputs",
             "domains": list(DOMAINS),
             "max_words": args.max_words,

@@ -28,6 +28,7 @@ def test_the_reports_with_results_tables_have_specs() -> None:
         "docs/service-benchmarks.md",
         "docs/language-identification.md",
         "docs/decoding-speed.md",
+        "docs/trustworthy-translations.md",
     } <= names
     for p in REPORTS:
         assert MARKER.search(p.read_text(encoding="utf-8")), f"{p}: no generated table"
