@@ -22,6 +22,7 @@ import torch
 from fastapi import FastAPI
 
 from index_builder.memories import install_memories
+from models.artifacts import ArtifactError
 from models.translator import DecodeOptions
 from service.backends import open_backends
 from service.deps import Service, check_admin
@@ -112,15 +113,19 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def install_shipped(settings: Settings, engine: Any) -> None:
-    """Build the shipped memories the stores directory lacks (blocking; seconds)."""
+    """Build the shipped memories the stores directory lacks (blocking; seconds). A stores
+    directory that cannot take them (read-only, full) is logged and served as it is."""
     served = [pair for loaded in engine.models for pair in loaded.pairs]
-    install_memories(
-        settings.store_root,
-        served,
-        settings.domains,
-        settings.signing_key,
-        log=lambda line: log.info("%s", line),
-    )
+    try:
+        install_memories(
+            settings.store_root,
+            served,
+            settings.domains,
+            settings.signing_key,
+            log=lambda line: log.info("%s", line),
+        )
+    except (OSError, ArtifactError, ValueError) as e:
+        log.warning("shipped memory not installed in %s: %s", settings.store_root, e)
 
 
 def backends_kind(settings: Settings, injected: Backends | None) -> str:
