@@ -121,14 +121,18 @@ class Translator:
 
     @classmethod
     def from_loaded(cls, bundle: LoadedBundle, quantize: str = "none") -> Translator:
-        """`quantize`: "int8" decodes with int8 decoder weights (`models.quantize`, CPU only),
+        """`quantize`: "int8" decodes with int8 decoder weights (`models.quantize`, CPU only;
+        "int8-rows": activations quantized row by row, so a batch changes no output),
         "auto" with int8 on the CPU and float elsewhere; the bundle's own model stays float for
         what else uses it (a dense store's encoder)."""
         quantize = resolve(quantize, next(bundle.model.parameters()).device)
         card = model_card(bundle.manifest, bundle.path)
         file = bundle.file(card.tokenizer_file) if card.tokenizer_file else None
         source, target = card.pairs[0]
-        model = quantize_int8(bundle.model) if quantize == "int8" else bundle.model
+        if quantize in ("int8", "int8-rows"):
+            model = quantize_int8(bundle.model, per_row=quantize == "int8-rows")
+        else:
+            model = bundle.model
         return cls(
             model,
             load_tokenizer(card.tokenizer, file),

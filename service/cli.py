@@ -353,7 +353,8 @@ def translate(
     ),
     quantize: str = typer.Option(
         "auto",
-        help="int8 decoder weights (CPU; models/quantize.py), none, or auto: int8 on the CPU",
+        help="int8 decoder weights (CPU; models/quantize.py), int8-rows (no output depends on "
+        "its batch), none, or auto: int8 on the CPU",
     ),
 ) -> None:
     """Translate sentences, one a line, with the same call the service uses.
@@ -505,7 +506,8 @@ def evaluate_cmd(
     ),
     quantize: str = typer.Option(
         "auto",
-        help="int8 decoder weights (CPU; models/quantize.py), none, or auto: int8 on the CPU",
+        help="int8 decoder weights (CPU; models/quantize.py), int8-rows (no output depends on "
+        "its batch), none, or auto: int8 on the CPU",
     ),
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""

@@ -122,7 +122,7 @@ class TranslationEngine:
         self.domains = domains
         self.metrics = metrics if metrics is not None else Metrics()
         self.results = ResultCache(cache, cache_ttl_s, self.metrics)
-        if quantize == "int8" and torch.device(self.device).type != "cpu":
+        if quantize.startswith("int8") and torch.device(self.device).type != "cpu":
             raise ValueError(f"quantize={quantize} is for CPU decoding, not {self.device}")
         self.registry = ModelRegistry(self.device, quantize)
         self._decode_lock = threading.Lock()  # torch's threads are shared: one decode at a time

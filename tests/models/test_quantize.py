@@ -121,3 +121,32 @@ def test_auto_is_int8_on_the_cpu_and_float_elsewhere() -> None:
     assert resolve("none", "cpu") == "none" and resolve("int8", "cpu") == "int8"
     with pytest.raises(ValueError, match="quantize must be one of"):
         resolve("fp8", "cpu")
+
+
+@pytest.mark.unit
+def test_a_row_quantized_linear_gives_each_row_what_it_gives_it_alone() -> None:
+    from models.quantize import RowInt8Linear
+
+    torch.manual_seed(0)
+    linear = nn.Linear(64, 48)
+    row8 = RowInt8Linear.from_float(linear)
+    x = torch.randn(2, 9, 64) * torch.linspace(0.1, 30.0, 9)[None, :, None]  # scales differ
+    together = row8(x)
+    alone = torch.stack([torch.stack([row8(x[b, t : t + 1])[0] for t in range(9)]) for b in (0, 1)])
+    assert torch.equal(together, alone)
+    # and close to the float layer, row by row
+    assert torch.allclose(together, linear(x), rtol=0.05, atol=0.05 * x.abs().amax().item())
+
+
+def test_row_quantized_decoders_translate_the_toy_task_alone_as_in_a_batch(bundle: Path) -> None:
+    rows = Translator.from_bundle(bundle, quantize="int8-rows")
+    fp32 = Translator.from_bundle(bundle)
+    texts = [s for s, _ in toy_pairs(40, seed=21)]
+    options = DecodeOptions(beam_size=2)
+    batched = rows.translate(texts, options)
+    assert batched == [rows.translate([t], options)[0] for t in texts]
+    right = [
+        sum(o == gloss(t) for o, t in zip(out, texts, strict=True))
+        for out in (fp32.translate(texts, options), batched)
+    ]
+    assert right[1] >= right[0] - 2, right
