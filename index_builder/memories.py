@@ -212,4 +212,4 @@ def pack_memory(
                 },
             },
         )
-    return json.loads(json.dumps(manifest))
+    return manifest

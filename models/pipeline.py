@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from torch import Tensor
@@ -69,7 +70,7 @@ class Prepared:
     masked: list[Masked] | None = None  # per sentence its literals masked; None: kept as is
     docs: list[Document] | None = None  # format "html": each text's units and tags
 
-    @property
+    @cached_property
     def variants(self) -> list[int]:
         """The sentences that hold literal text: each is decoded twice, as it is and with its
         literals masked (`finish` keeps the first where it kept them all)."""
