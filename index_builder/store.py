@@ -366,6 +366,7 @@ def build_store(
     model: Path | LoadedBundle | None = None,
     use_ray: bool = False,
     signing_key: bytes | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Path:
     """Build a store of `pairs` under ``out_dir/<domain>/<version>/``; return its path.
 
@@ -373,7 +374,8 @@ def build_store(
     an empty corpus and ValueError for a bad domain, method or parameter, before writing.
     `model` and `use_ray` are for methods that encode with a model (dense-ngram). With a
     `signing_key` the manifest is signed (see `manifest_signature`), for servers that require
-    signed stores.
+    signed stores. `extra`: more manifest entries (a version folded from live edits records
+    ``edits_through`` and ``folded_from``).
     """
     if signing_key is not None:
         check_key(signing_key)
@@ -425,6 +427,7 @@ def build_store(
                 "recall_at_10": written.get("recall_at_10"),
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                 "build_seconds": round(time.time() - started, 3),
+                **(extra or {}),
             },
         )
         if signing_key is not None:  # fsynced with the directory, which is not visible yet

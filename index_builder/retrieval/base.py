@@ -19,6 +19,8 @@ class Neighbour:
     method's token view (words for the sparse methods, sub-words for the dense one); None when
     the whole sentence was compared. `matched` is the text of the neighbour's side of the
     match: the corpus n-gram for n-gram methods, the shared terms for sentence retrieval.
+    `edit`: the sequence number of the live edit that added the pair (`index_builder.edits`;
+    its `pair_id` is then -1), None for a pair of the store version itself.
     """
 
     pair_id: int
@@ -27,6 +29,7 @@ class Neighbour:
     score: float
     span: tuple[int, int] | None
     matched: str
+    edit: int | None = None
 
 
 @runtime_checkable
