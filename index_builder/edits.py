@@ -215,7 +215,7 @@ class EditLog:
             try:
                 with open(self.path, "rb") as f:
                     return self._read_from(f)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 return False
 
     def _read_from(self, f: Any) -> bool:

@@ -10,14 +10,30 @@ text are peeled off and never reach the model. The restoration does not trust th
 each mask is used once, a repeated mask is dropped, an unknown one removed, and a mask the
 model lost is put back where it stood in the source, proportionally — so every literal is
 in the output exactly as often as in the input.
+
+A glossary term (`models.glossary`) is masked the same way, its mask restored to the term's
+target instead of the source text: one mechanism keeps literals intact and enforces
+terminology.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
-__all__ = ["KINDS", "Masked", "find_literals", "keeps_literals", "mask", "mask_pair", "unmask"]
+__all__ = [
+    "KINDS",
+    "Masked",
+    "Terms",
+    "find_literals",
+    "keeps",
+    "keeps_literals",
+    "keeps_terms",
+    "mask",
+    "mask_pair",
+    "unmask",
+]
 
 # Each kind's pattern; the first that matches at a position wins, longer kinds first.
 KINDS: dict[str, str] = {
@@ -51,12 +67,25 @@ def find_literals(text: str) -> list[tuple[int, int, str]]:
     return [(m.start(), m.end(), m.lastgroup or "") for m in _LITERAL.finditer(text)]
 
 
+class Terms(Protocol):
+    """Terminology to enforce (`models.glossary.Glossary` is one)."""
+
+    def find(self, text: str) -> list[tuple[int, int, str]]:
+        """The term spans of `text`: (start, end, target term), in order, not overlapping."""
+        ...
+
+
+TERM = "term"  # the kind of a glossary term's span
+
+
 @dataclass(frozen=True)
 class Masked:
     """A text ready to translate: `text` with literal k (`literals[k - 1]`) masked as `{k}`,
     the literals (and spaces) that opened and closed it peeled into `prefix` and `suffix`;
     `where[k - 1]` is mask k's relative position in `text` (0..1), `glue[k - 1]` whether the
-    literal touched a letter or digit before and after it in the source."""
+    literal touched a letter or digit before and after it in the source. `terms` lists the
+    masks that stand for glossary terms, (k, the term as the source wrote it): their
+    `literals[k - 1]` is the target term that restores them."""
 
     text: str
     literals: tuple[str, ...] = ()
@@ -64,6 +93,7 @@ class Masked:
     suffix: str = ""
     where: tuple[float, ...] = ()
     glue: tuple[tuple[bool, bool], ...] = ()
+    terms: tuple[tuple[int, str], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -71,9 +101,18 @@ class Masked:
         return not self.text.strip()
 
 
-def mask(text: str) -> Masked:
-    """`text` with its literal spans masked (see the module's docstring)."""
-    spans = find_literals(text)
+def mask(text: str, terms: Terms | None = None, literals: bool = True) -> Masked:
+    """`text` with its literal spans (unless not `literals`) and its `terms` masked (see the
+    module's docstring); a term that overlaps a literal is left to the literal."""
+    spans = [(a, b, k, text[a:b]) for a, b, k in find_literals(text)] if literals else []
+    if terms is not None:
+        taken = [(a, b) for a, b, _, _ in spans]
+        found = [
+            (a, b, TERM, target)
+            for a, b, target in terms.find(text)
+            if not any(a < y and x < b for x, y in taken)
+        ]
+        spans = sorted(spans + found)
     if not spans:
         return Masked(text)
     # Peel markup and emoji (with the spaces between them) off both ends: they wrap or
@@ -93,25 +132,50 @@ def mask(text: str) -> Masked:
     prefix, suffix = text[:body_start], text[body_end:]
     if body_start >= body_end:  # literals only
         return Masked("", prefix=text)
-    pieces, literals, glue, cursor = [], [], [], body_start
-    for start, end, _ in spans[first:last]:
+    pieces, values, glue, term_of, cursor = [], [], [], [], body_start
+    for start, end, kind, value in spans[first:last]:
         pieces.append(text[cursor:start])
-        literals.append(text[start:end])
+        values.append(value)
+        if kind == TERM:
+            term_of.append((len(values), text[start:end]))
         # Spaced off a word it touches (the model reads "Save {1} your"), and glued back to
         # the word after translation; next to a space or punctuation, the model's spacing.
         before = start > 0 and text[start - 1].isalnum()
         after = end < len(text) and text[end].isalnum()
         glue.append((before, after))
-        pieces.append(f"{' ' if before else ''}{MASK.format(len(literals))}{' ' if after else ''}")
+        pieces.append(f"{' ' if before else ''}{MASK.format(len(values))}{' ' if after else ''}")
         cursor = end
     pieces.append(text[cursor:body_end])
     masked = " ".join("".join(pieces).split())
     if not any(c.isalpha() for c in _MASK_OUT.sub("", masked)):  # nothing to translate
-        return Masked("", prefix=text)
+        return Masked("", prefix=_restored(text, spans))
     where = tuple(
-        masked.index(MASK.format(k + 1)) / max(1, len(masked)) for k in range(len(literals))
+        masked.index(MASK.format(k + 1)) / max(1, len(masked)) for k in range(len(values))
     )
-    return Masked(masked, tuple(literals), prefix, suffix, where, tuple(glue))
+    return Masked(masked, tuple(values), prefix, suffix, where, tuple(glue), tuple(term_of))
+
+
+def _restored(text: str, spans: list[tuple[int, int, str, str]]) -> str:
+    """`text` with each glossary term replaced by its target (literals stay as they are)."""
+    out, cursor = [], 0
+    for start, end, kind, value in spans:
+        if kind == TERM:
+            out.append(text[cursor:start])
+            out.append(_cased(value, text[start:end], "".join(out)))
+            cursor = end
+    return "".join(out) + text[cursor:]
+
+
+_TAG = re.compile(r"<[^<>]*>")
+
+
+def _cased(target: str, source: str, before: str) -> str:
+    """A term's target as written where it lands: capitalised where it opens the sentence and
+    the source's term was (`before` is the output ahead of it)."""
+    opens = not any(c.isalnum() for c in _TAG.sub("", before))
+    if opens and source[:1].isupper() and target[:1].islower():
+        return target[:1].upper() + target[1:]
+    return target
 
 
 _MARKED_WORDS = re.compile(r"<([A-Za-z][\w:.-]*)[^<>]*>[^<>]*[A-Za-z][^<>]*</\1>")
@@ -126,12 +190,59 @@ def keeps_literals(source: str, translation: str) -> bool:
     return not any(m.group(0) in translation for m in _MARKED_WORDS.finditer(source))
 
 
+def _word(term: str) -> re.Pattern[str]:
+    """`term` anywhere not inside a longer word, in any case."""
+    return re.compile(rf"(?<!\w){re.escape(term)}(?!\w)", re.IGNORECASE)
+
+
+def _used(term: str) -> re.Pattern[str]:
+    """`term` as written (its first letter in either case) where a word starts, inflected or
+    compounded after it ("Datei" in "Dateien" and "Dateimanager", not in "Textdatei")."""
+    first = f"[{re.escape(term[:1].lower())}{re.escape(term[:1].upper())}]" if term else ""
+    ending = "[^\\W\\d_]*" if term[-1:].isalpha() else ""
+    return re.compile(rf"(?<!\w){first}{re.escape(term[1:])}{ending}(?!\w)")
+
+
+def keeps_terms(translation: str, masked: Masked) -> bool:
+    """Whether `translation` uses each glossary term of `masked` at least as often as the
+    source holds it: its target as the glossary writes it (the first letter's case free)
+    where a word starts, maybe inflected (a masked term is restored uninflected, so a
+    translation that inflected it is the better one to keep)."""
+    wanted: dict[str, int] = {}
+    for k, _ in masked.terms:
+        target = masked.literals[k - 1]
+        wanted[target] = wanted.get(target, 0) + 1
+    for target in sorted(wanted, key=len, reverse=True):  # "Dateimanager" is not "Datei" too
+        found = _used(target).findall(translation)
+        if len(found) < wanted[target]:
+            return False
+        translation = _used(target).sub(" ", translation)
+    return True
+
+
+def keeps(source: str, translation: str, masked: Masked) -> bool:
+    """Whether a sentence's own translation may stand: it kept the literals masked in
+    `masked` (`keeps_literals`) and used its glossary terms (`keeps_terms`)."""
+    if (len(masked.literals) > len(masked.terms) or masked.prefix or masked.suffix) and (
+        not keeps_literals(source, translation)
+    ):
+        return False
+    return keeps_terms(translation, masked)
+
+
 def mask_pair(source: str, target: str, masked: Masked) -> tuple[str, str]:
     """A retrieved pair with the request's literals masked as in the request wherever both
-    sides hold one (the memory then shows the model a mask copied across); other text kept."""
+    sides hold one (the memory then shows the model a mask copied across), and its glossary
+    terms wherever the source holds the term and the target its glossary target; other
+    text kept."""
+    terms = dict(masked.terms)
     for k, literal in enumerate(masked.literals, start=1):
-        if literal in source and literal in target:
-            token = f" {MASK.format(k)} "
+        token = f" {MASK.format(k)} "
+        if k in terms:
+            on_source, on_target = _word(terms[k]), _word(literal)
+            if on_source.search(source) and on_target.search(target):
+                source, target = on_source.sub(token, source), on_target.sub(token, target)
+        elif literal in source and literal in target:
             source = source.replace(literal, token)
             target = target.replace(literal, token)
     return " ".join(source.split()), " ".join(target.split())
@@ -157,12 +268,15 @@ def unmask(translation: str, masked: Masked) -> str:
     for k in range(1, len(masked.literals) + 1):
         if k not in used:
             text = _insert_at(text, f"\0{k}\0", masked.where[k - 1])
-    for k_open, k_close in _tag_pairs(masked.literals):  # a pair the model put back to front
+    terms = {k for k, _ in masked.terms}
+    tags = tuple("" if k in terms else x for k, x in enumerate(masked.literals, start=1))
+    for k_open, k_close in _tag_pairs(tags):  # a pair the model put back to front
         a, b = text.find(f"\0{k_open}\0"), text.find(f"\0{k_close}\0")
         if a > b >= 0:
             text = text.replace(f"\0{k_open}\0", "\1").replace(f"\0{k_close}\0", f"\0{k_open}\0")
             text = text.replace("\1", f"\0{k_close}\0")
     text = " ".join(text.split())
+    sources = dict(masked.terms)
     for k, literal in enumerate(masked.literals, start=1):
         before, after = masked.glue[k - 1]
         token = f"\0{k}\0"
@@ -170,8 +284,14 @@ def unmask(translation: str, masked: Masked) -> str:
             text = text.replace(f" {token}", token)
         if after:
             text = text.replace(f"{token} ", token)
+        if k in sources and token in text:
+            ahead = masked.prefix + _NUL_MASK.sub("", text[: text.index(token)])
+            literal = _cased(literal, sources[k], ahead)
         text = text.replace(token, literal)
     return masked.prefix + text + masked.suffix
+
+
+_NUL_MASK = re.compile(r"\0\d+\0")
 
 
 _TAG_NAME = re.compile(r"<(/?)([A-Za-z][\w:.-]*)")

@@ -7,12 +7,13 @@ changes everywhere at once:
 - prepare: blank texts kept blank, texts cut into sentences, neighbours retrieved for each
   sentence when the model reads them (or the caller wants them as provenance), and a second,
   masked copy of each sentence that holds literal text (URLs, paths, numbers, placeholders,
-  emoji, markup; `models.literals`);
+  emoji, markup; `models.literals`) or a term of the domain's glossary (`models.glossary`);
 - decode: the model's own strategy (`Translator.translate_detailed`), batched; concurrent
   requests' sentences may share one call;
-- finish: a sentence's own translation kept where it kept its literals, else its masked
-  copy's with them restored; sentences joined back into texts, each with its mean memory
-  gate, the neighbours it read and the step timings.
+- finish: a sentence's own translation kept where it kept its literals and used its glossary
+  terms, else its masked copy's with them restored (each term as its glossary target);
+  sentences joined back into texts, each with its mean memory gate, the neighbours it read and
+  the step timings.
 
 Retrieval is passed in as a function (`Retrieve`) so that this package imports no index code;
 `index_builder.retrieval.serving.retrieve_with` makes one from a store's retriever.
@@ -28,7 +29,7 @@ from typing import Any, Protocol
 
 from torch import Tensor
 
-from models.literals import Masked, keeps_literals, mask, mask_pair, unmask
+from models.literals import Masked, Terms, keeps, mask, mask_pair, unmask
 from models.markup import Document, fill, split_html
 from models.segment import Segmented, is_blank, segment
 from models.translator import DecodeOptions, Translation, Translator
@@ -67,13 +68,13 @@ class Prepared:
     sources: list[Tensor] | None = None  # per sentence, its encoding made by retrieval
     reads_hits: bool = False  # whether decoding reads the hits (the model reads pairs)
     retrieval_ms: float = 0.0
-    masked: list[Masked] | None = None  # per sentence its literals masked; None: kept as is
+    masked: list[Masked] | None = None  # per sentence its literals (terms) masked; None: as is
     docs: list[Document] | None = None  # format "html": each text's units and tags
 
     @cached_property
     def variants(self) -> list[int]:
-        """The sentences that hold literal text: each is decoded twice, as it is and with its
-        literals masked (`finish` keeps the first where it kept them all)."""
+        """The sentences that hold literal text or glossary terms: each is decoded twice, as it
+        is and with them masked (`finish` keeps the first where it kept them all)."""
         if self.masked is None:
             return []
         return [
@@ -91,7 +92,7 @@ class Prepared:
     @property
     def pairs(self) -> list[list[tuple[str, str]]] | None:
         """Per sentence of `sentences` the (source, target) pairs decoding reads, a variant's
-        with its literals masked in them as in it; None when it reads none."""
+        with its literals and glossary terms masked in them as in it; None when it reads none."""
         if self.hits is None or not self.reads_hits:
             return None
         own = [[(h.source, h.target) for h in found] for found in self.hits]
@@ -137,17 +138,21 @@ def prepare(
     options: DecodeOptions = DecodeOptions(),
     retrieve: Retrieve | None = None,
     provenance: bool = False,
+    glossary: Terms | None = None,
 ) -> Prepared:
     """Cut `texts` into sentences (when `options.split_sentences`) and retrieve
     `options.neighbours_k` neighbours per sentence with `retrieve` when the model reads them,
-    or when `provenance` asks for them anyway. A blank text stays a blank translation.
+    or when `provenance` asks for them anyway; mask each sentence's literals (when
+    `options.keep_literals`) and `glossary` terms. A blank text stays a blank translation.
     Blocking (retrieval may encode with the model): call it from a worker thread in a server.
     """
     texts = ["" if is_blank(t) else t for t in texts]
     docs = [split_html(t) for t in texts] if options.format == "html" else None
     units = [u for d in docs for u in d.units] if docs is not None else texts
     seg = segment(units, options.split_sentences, translator.source_lang)
-    masked = [mask(s) for s in seg.segments] if options.keep_literals else None
+    masked = None
+    if options.keep_literals or glossary is not None:
+        masked = [mask(s, glossary, options.keep_literals) for s in seg.segments]
     reads = translator.uses_memory
     if retrieve is None or not (reads or provenance) or not seg.segments:
         return Prepared(texts, seg, reads_hits=reads, masked=masked, docs=docs)
@@ -201,9 +206,10 @@ def decode(
 
 
 def finish(prepared: Prepared, decoded: Sequence[Translation]) -> list[Output]:
-    """Per text: its sentences' translations joined (a sentence with literal text: its own
-    translation where that kept every literal, else its masked one restored; an HTML text's
-    units put back between its tags); their mean gate; their neighbours."""
+    """Per text: its sentences' translations joined (a sentence with literal text or glossary
+    terms: its own translation where that kept every literal and used every term, else its
+    masked one restored; an HTML text's units put back between its tags); their mean gate;
+    their neighbours."""
     seg = prepared.seg
     n = len(seg.segments)
     if len(decoded) != n + len(prepared.variants):
@@ -214,7 +220,7 @@ def finish(prepared: Prepared, decoded: Sequence[Translation]) -> list[Output]:
         if m.empty:  # literals only: nothing to translate
             outs[i] = m.prefix + m.suffix
     for j, i in enumerate(prepared.variants):
-        if not keeps_literals(seg.segments[i], outs[i]):  # the masked translation, restored
+        if not keeps(seg.segments[i], outs[i], masked[i]):  # the masked translation, restored
             outs[i] = unmask(decoded[n + j].text, masked[i])
             gates_of[i] = decoded[n + j].gate
     texts = seg.join(outs)
@@ -240,10 +246,11 @@ def translate(
     retrieve: Retrieve | None = None,
     provenance: bool = False,
     progress: Callable[[int], None] | None = None,
+    glossary: Terms | None = None,
 ) -> Result:
     """prepare, decode and finish in one blocking call (the CLI, evaluation, benchmarks)."""
     start = time.perf_counter()
-    prepared = prepare(translator, texts, options, retrieve, provenance)
+    prepared = prepare(translator, texts, options, retrieve, provenance, glossary)
     t0 = time.perf_counter()
     decoded = decode(
         translator, prepared.sentences, options, prepared.pairs, prepared.encodings, progress

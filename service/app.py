@@ -32,7 +32,18 @@ from service.errors import install_error_handlers
 from service.metrics import Metrics
 from service.middleware import RequestBodies
 from service.result_cache import ResultCache
-from service.routes import domains, health, libretranslate, management, translate
+from service.routes import (
+    OPENAPI_TAGS,
+    domains,
+    files,
+    glossary,
+    health,
+    libretranslate,
+    management,
+    memory,
+    page,
+    translate,
+)
 from service.settings import DOMAIN_PATTERN, Settings
 from service.shared import Backends
 from service.threads import cpu_budget, torch_threads
@@ -215,20 +226,40 @@ def create_app(settings: Settings | None = None, backends: Backends | None = Non
         metrics=metrics,
         quantize=settings.quantize,
     )
-    app = FastAPI(title="ragmt translation service", version="0.2.0", lifespan=lifespan)
+    app = FastAPI(
+        title="ragmt translation service",
+        version="0.2.0",
+        lifespan=lifespan,
+        openapi_tags=OPENAPI_TAGS,
+        docs_url=None,  # /docs and /redoc: service/routes/page.py, with local assets
+        redoc_url=None,
+    )
     app.state.settings = settings
     app.state.engine = engine
     app.state.backends = backends
     app.state.service = Service(settings=settings, metrics=metrics, engine=engine)
-    for module in (health, translate, libretranslate, domains, management):
+    routers = (
+        health,
+        translate,
+        libretranslate,
+        domains,
+        management,
+        memory,
+        page,
+        glossary,
+        files,
+    )
+    for module in routers:
         app.include_router(module.router)
     app.add_middleware(
         RequestBodies,
         max_bytes=settings.max_body_bytes,
         max_upload_bytes=settings.max_upload_bytes,
-        upload_path=UPLOAD_PATH,
+        uploads={
+            UPLOAD_PATH: lambda headers: check_admin(settings, headers),
+            files.UPLOAD_PATH: files.check_upload_key(app.state.service.keyring),
+        },
         body_timeout_s=settings.body_timeout_s,
-        check_upload=lambda headers: check_admin(settings, headers),
         on_client_gone=metrics.rejections.labels("client_gone").inc,
     )
     install_error_handlers(app)

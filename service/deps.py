@@ -43,6 +43,7 @@ class Principal:
     name: str
     translate: frozenset[str] | None = None
     neighbours: frozenset[str] | None = None  # within `translate`
+    edit: frozenset[str] | None = frozenset()  # may edit the memory of; within `neighbours`
     admin: bool = False
     metrics: bool = False  # may read /metrics, whose labels name every domain
     budget: str | None = None  # its rate budget; None: the client's address is
@@ -63,12 +64,18 @@ class Principal:
             return
         raise Forbidden(f"this API key may not {what} that domain", code="domain_forbidden")
 
+    def may_edit(self, domain: str) -> bool:
+        """Whether the key may add, correct and delete pairs of `domain`'s memory."""
+        return self.admin or (self.edit is None or domain in self.edit) and self.may(domain, True)
+
     def visible(self, domains: Iterable[str]) -> list[str]:
         """The domains of `domains` this key may translate with (and so may know about)."""
         return [d for d in domains if self.may(d)]
 
 
-OPEN = Principal("open", metrics=True)  # no keys configured: every client, every scope
+# No keys configured: every client may translate and read neighbours; editing a memory
+# still takes the admin key (or, once keys are configured, a key with `edit` scope).
+OPEN = Principal("open", metrics=True)
 
 
 def _scope(given: list[str] | str) -> frozenset[str] | None:
@@ -94,6 +101,7 @@ class Keyring:
                 entry.name,
                 _scope(entry.translate),
                 _scope(entry.neighbours),
+                _scope(entry.edit),
                 metrics=entry.metrics,
                 budget="p:" + entry.name,
             )
@@ -282,6 +290,27 @@ def require_metrics(request: Request, service: ServiceDep) -> None:
     principal = service.keyring.find(given)
     if principal is None or not principal.metrics:
         raise Forbidden("this key may not read the metrics")
+
+
+async def require_editor(service: Service, request: Request, domain: str) -> Principal:
+    """Who edits `domain`'s memory: the admin key, or a client key whose `edit` scope opens
+    the domain (401 with no key, 403 with one that may not)."""
+    admin = service.settings.admin_key
+    given = _any_key(request.headers)
+    if admin is not None and given and _matches(given, [admin.get_secret_value()]):
+        return Principal("admin", admin=True)
+    if request.headers.get("x-admin-key"):
+        raise Forbidden("wrong admin key")
+    principal = await authorize_client(service, request, None)
+    if not principal.may_edit(domain):
+        if principal is OPEN and not given:
+            raise Unauthorized(
+                "editing a memory takes the admin key or an API key with edit scope",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        service.metrics.rejections.labels("domain_forbidden").inc()
+        raise Forbidden("this key may not edit that domain's memory", code="domain_forbidden")
+    return principal
 
 
 def admitting(service: Service) -> None:

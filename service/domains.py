@@ -27,10 +27,12 @@ from typing import Any
 import anyio.to_thread
 
 from index_builder import store as stores
+from index_builder.edits import Edit
 from index_builder.retrieval.base import Retriever
 from index_builder.store import Store
 from models.bundle import LoadedBundle
 from service.errors import ActivationFailed, Conflict, NotFound, ServiceError
+from service.memory_edits import MemoryEdits
 from service.metrics import Metrics
 from service.settings import DOMAIN_RE, VERSION_RE
 from service.shared import Registry
@@ -59,6 +61,9 @@ class LoadedStore:
     leases: int = 0
     retired: bool = False  # no longer active: closed when `leases` reaches 0
     closed: bool = False
+    # The retriever over this version and the domain's live edits after its edits_through
+    # (None: no edit applies), and the last edit of the log it reflects; swapped whole.
+    overlay: tuple[Retriever | None, int] = (None, 0)
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -72,6 +77,8 @@ class Lease:
         self._manager, self.store = manager, loaded
         self._released = False
         loaded.leases += 1
+        # the memory as it is at admission, for the whole request
+        self._edited, self.edits = loaded.overlay
 
     @property
     def version(self) -> str:
@@ -80,7 +87,7 @@ class Lease:
     @property
     def retriever(self) -> Retriever:
         assert self.store.retriever is not None, "a leased store is never closed"
-        return self.store.retriever
+        return self._edited if self._edited is not None else self.store.retriever
 
     def release(self) -> None:
         """Idempotent; the last release of a retired version closes it."""
@@ -133,6 +140,7 @@ class DomainManager:
         self.metrics = metrics
         self.configured = list(domains or [])  # empty: every domain directory found
         self.reconcile_interval_s = reconcile_interval_s
+        self.edits = MemoryEdits(self.stores_dir, signing_key)
         self.languages: set[tuple[str, str]] = set()  # of the loaded models; empty: no check
         # Loaded bundles by encoder identity (`bundle_sha256`): a dense store must be queried
         # with the very bundle it was built with, and only a loaded one may serve it.
@@ -283,14 +291,18 @@ class DomainManager:
                     or n.source != store.pairs.sources[n.pair_id]
                 ):
                     raise ValueError("smoke query returned a pair that is not in the store")
-        return LoadedStore(domain, version, store, retriever, uses_model=bundle is not None)
+        loaded = LoadedStore(domain, version, store, retriever, uses_model=bundle is not None)
+        self.edits.apply(loaded)  # served with the domain's live edits from the start
+        return loaded
 
     async def _switch(self, state: DomainState, version: str, remember: bool = True) -> None:
         """Load `version` and make it active; the caller holds `state.lock`."""
         if state.active is not None and state.active.version == version:
             return
         start = time.perf_counter()
-        self._flip(state, await self._prepare(state, version), start, remember)
+        loaded = await self._prepare(state, version)
+        self._flip(state, loaded, start, remember)
+        await self.edits.refresh(loaded)
 
     async def _prepare(self, state: DomainState, version: str) -> LoadedStore:
         """`version` loaded and verified, not yet serving (ActivationFailed, recorded, when it
@@ -387,6 +399,7 @@ class DomainManager:
             self._unprepare(state, loaded)
             raise
         self._flip(state, loaded, start, remember)
+        await self.edits.refresh(loaded)  # a version taken back from the retired: catch up
         await anyio.to_thread.run_sync(self._write_active, state.name, version)
 
     async def _record(self, domain: str, version: str) -> None:
@@ -417,6 +430,40 @@ class DomainManager:
         async with state.lock:
             await self._publish(state, version)
         return state
+
+    async def edit(
+        self,
+        domain: str,
+        op: str,
+        source: str,
+        target: str,
+        old: tuple[str, str] | None = None,
+        by: str | None = None,
+    ) -> tuple[Edit, str]:
+        """Add, correct or delete one pair of the domain's memory, served here when this
+        returns and signalled to the other replicas; (the edit, the version it applies to)."""
+        state = self.state(domain)
+        active = state.active
+        if active is None:
+            raise Conflict(
+                f"domain {domain} has no active store version: its memory starts with a "
+                "corpus upload (POST /v1/domains/{domain}/corpora)"
+            )
+        lease = Lease(self, active)  # the version stays loaded while the edit is applied
+        try:
+            done = await anyio.to_thread.run_sync(
+                self.edits.write, active, op, source, target, old, by
+            )
+        finally:
+            lease.release()
+        current = state.active
+        if current is not None and current is not active:  # swapped meanwhile
+            await self.edits.refresh(current)
+        try:
+            await self.registry.notify(domain)
+        except Exception as e:  # written and served here; the others read it on reconcile
+            log.warning("edit %d of %s not signalled (%s)", done.seq, domain, e)
+        return done, active.version
 
     async def rollback(self, domain: str) -> DomainState:
         """Return to the version active before the current one (walking back on repeats)."""
@@ -517,6 +564,10 @@ class DomainManager:
                     await self._switch(state, version)
                 except ActivationFailed:
                     continue  # recorded in state.last_attempt and the metrics
+                try:  # edits made on other replicas (signalled, or found by the periodic pass)
+                    await self.edits.refresh(state.active)
+                except Exception as e:
+                    log.warning("edits of %s not applied: %s", name, self._safe(e))
                 if shared:  # the disk follows the registry (e.g. after a lost answer)
                     try:
                         await anyio.to_thread.run_sync(self._write_active, name, version)
@@ -541,6 +592,7 @@ class DomainManager:
             status = "inactive" if versions else "empty"
         m = active.manifest if active is not None else {}
         return {
+            "edits": self.edits.info(domain, active),
             "domain": domain,
             "state": status,
             "active_version": active.version if active else None,

@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 import torch
@@ -28,12 +29,14 @@ from index_builder.retrieval.encoder import bundle_sha256
 from index_builder.retrieval.serving import retrieve_with
 from models import pipeline
 from models.devices import resolve_device
+from models.glossary import Glossary
 from models.pipeline import Prepared
 from models.segment import is_blank
 from models.translator import DecodeOptions, Translation
 from service.batching import DecodeBatcher
 from service.domains import GENERAL_DOMAIN, DomainManager, Lease
 from service.errors import NotFound, ServiceError, UnsupportedLanguage
+from service.glossaries import GlossaryStore
 from service.metrics import Metrics
 from service.registry import DEFAULT_ALIAS, LoadedModel, ModelRegistry
 from service.result_cache import ResultCache, neighbour_json, neighbour_of
@@ -69,6 +72,7 @@ class TranslationRequest:
     beam_size: int | None = None
     return_neighbours: bool = False
     format: str = "text"  # "html": each text an HTML fragment or page, its tags kept
+    glossary: bool = True  # enforce the domain's glossary (when it has one for the pair)
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,9 @@ class TextResult:
     neighbours: list[Neighbour] | None = None  # only when asked for
     gate: float | None = None  # retrieval-memory models that report how much they used it
     cached: bool = False
+    glossary_version: str | None = None  # the glossary enforced; None: none
+    edit_seq: int | None = None  # the last live edit of the domain's memory it saw
+    edits: dict[int, Any] | None = None  # the edits that added neighbours, by number
 
 
 @dataclass(frozen=True)
@@ -128,6 +135,24 @@ class TranslationEngine:
         self._decode_lock = threading.Lock()  # torch's threads are shared: one decode at a time
         self._batcher: DecodeBatcher | None = None
         self._batcher_loop: asyncio.AbstractEventLoop | None = None
+        self._glossaries: GlossaryStore | None = None
+
+    @property
+    def glossaries(self) -> GlossaryStore | None:
+        """The domains' glossaries, kept beside their stores (None until the stores are)."""
+        if self.domains is None:
+            return None
+        if self._glossaries is None or self._glossaries.root != self.domains.stores_dir:
+            self._glossaries = GlossaryStore(self.domains.stores_dir)
+        return self._glossaries
+
+    async def _glossary(self, domain: str, pair: tuple[str, str]) -> Glossary | None:
+        """The domain's glossary when it has terms for `pair`."""
+        store = self.glossaries
+        found = await store.current(domain) if store is not None else None
+        if found is None or (found.source_lang, found.target_lang) != pair:
+            return None
+        return found
 
     @property
     def gpu_index(self) -> int | None:
@@ -231,6 +256,14 @@ class TranslationEngine:
                 )
         return lease
 
+    def _edits_of(self, domain: str, shown: list[Neighbour] | None) -> dict[int, Any] | None:
+        """The live edits that added the neighbours shown (their provenance)."""
+        seqs = {n.edit for n in shown or () if n.edit is not None}
+        if not seqs or self.domains is None:
+            return None
+        found = {s: self.domains.edits.edit_of(domain, s) for s in seqs}
+        return {s: e for s, e in found.items() if e is not None}
+
     # --- the call -------------------------------------------------------------------------
 
     async def translate_batch(self, req: TranslationRequest) -> BatchResult:
@@ -245,13 +278,20 @@ class TranslationEngine:
         pair = (req.source_lang, req.target_lang)
         translator = model.translator.for_pair(*pair)  # the routed pair is one of its own
         texts = list(req.texts)
+        glossary = await self._glossary(domain, pair) if req.glossary else None
+        glossary_version = glossary.version if glossary is not None else None
         lease = self._lease(domain, pair)  # held until the last decoding step below
         retrieval_ms = decode_ms = 0.0
         hits = 0
         try:
             version = lease.version if lease is not None else None
+            edit_seq = lease.edits if lease is not None and lease.edits else None
+            memory = f"{version}+{edit_seq}" if edit_seq else version  # an edit: a new key
             keys = [
-                ResultCache.key(model.decoder_id, pair, version, domain, options, t) for t in texts
+                ResultCache.key(
+                    model.decoder_id, pair, memory, domain, options, t, glossary_version
+                )
+                for t in texts
             ]
             blank = {i for i, text in enumerate(texts) if is_blank(text)}
             found = await self.results.get(keys)
@@ -276,6 +316,7 @@ class TranslationEngine:
                     options,
                     retrieve,
                     True,  # provenance: the neighbours are returned and cached
+                    glossary,
                 )
                 retrieval_ms = prepared.retrieval_ms
                 if prepared.hits is not None:
@@ -296,17 +337,24 @@ class TranslationEngine:
         finally:
             if lease is not None:
                 lease.release()
+        shown = [
+            [neighbour_of(x) for x in value["neighbours"]]
+            if value is not None and req.return_neighbours
+            else None
+            for value in found
+        ]
         results = [
             TextResult(
                 translation=value["translation"],
                 model=model.name,
                 domain=domain,
                 store_version=version,
-                neighbours=[neighbour_of(x) for x in value["neighbours"]]
-                if req.return_neighbours
-                else None,
+                neighbours=shown[i],
                 gate=value.get("gate"),
                 cached=i not in todo and i not in blank,
+                glossary_version=glossary_version,
+                edit_seq=edit_seq,
+                edits=self._edits_of(domain, shown[i]),
             )
             for i, value in enumerate(found)
             if value is not None

@@ -2,12 +2,12 @@
 its client.
 
 - Size: bodies over the limit are refused with 413, by Content-Length before anything is
-  read, else by the bytes received. Corpus uploads get `max_upload_bytes`, the rest
-  `max_body_bytes`.
+  read, else by the bytes received. Uploads (corpora, files to translate: the paths of
+  `uploads`) get `max_upload_bytes`, the rest `max_body_bytes`.
 - Time: a client that sends nothing for `body_timeout_s` gets 408 and its connection closed,
   so stalled bodies do not hold connections and memory forever.
-- Uploads: the admin key is checked from the headers before a byte is read (a client without
-  it costs nothing), and the body streams through to the route, which spools it to disk;
+- Uploads: the key its path needs is checked from the headers before a byte is read (a client
+  without it costs nothing), and the body streams through to the route, which spools it;
   other bodies (small by their limit) are read whole here and replayed to the app.
 - A client that goes away before its answer cancels its request: its texts leave the
   decoding queue instead of being decoded for nobody.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -36,21 +36,22 @@ class RequestBodies:
         app: ASGIApp,
         max_bytes: int,
         max_upload_bytes: int,
-        upload_path: str,
+        uploads: Mapping[str, CheckHeaders],
         body_timeout_s: float,
-        check_upload: CheckHeaders,
         on_client_gone: Callable[[], None] = lambda: None,
     ) -> None:
-        self.app, self.upload_path = app, re.compile(upload_path)
+        self.app = app
+        # upload path pattern -> the check of its request's headers
+        self.uploads = [(re.compile(path), check) for path, check in uploads.items()]
         self.limits = {"max_body_bytes": max_bytes, "max_upload_bytes": max_upload_bytes}
         self.body_timeout_s = body_timeout_s
-        self.check_upload = check_upload
         self.on_client_gone = on_client_gone
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        upload = self.upload_path.fullmatch(scope["path"]) is not None
+        check = next((c for p, c in self.uploads if p.fullmatch(scope["path"])), None)
+        upload = check is not None
         name = "max_upload_bytes" if upload else "max_body_bytes"
         max_bytes = self.limits[name]
         too_large = PayloadTooLarge(
@@ -64,8 +65,8 @@ class RequestBodies:
                     raise BadRequest("invalid Content-Length")
                 if int(declared) > max_bytes:
                     raise too_large
-            if upload:
-                self.check_upload(headers)
+            if check is not None:
+                check(headers)
         except ServiceError as e:
             return await error_response(e)(scope, receive, send)
         if upload:

@@ -131,6 +131,16 @@ class RedisRegistry:
                 pipe.publish(self._channel, message)
                 await pipe.execute()
 
+    async def notify(self, domain: str) -> None:
+        """A change signal without a change of version (the domain's memory was edited)."""
+        if not domain:
+            raise ValueError('domain "" is reserved for "reconcile everything"')
+        with _redis_errors("registry notify"):
+            version = await self._client.hget(self._key, domain)
+            await self._client.publish(
+                self._channel, json.dumps({"domain": domain, "version": version})
+            )
+
     async def subscribe(self, listener: Listener) -> Callable[[], Awaitable[None]]:
         """The first call with domain "" (after the subscription is live) says: reconcile."""
         self._listeners.append(listener)

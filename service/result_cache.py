@@ -21,11 +21,12 @@ log = logging.getLogger("ragmt.service")
 def neighbour_json(n: Neighbour) -> list[Any]:
     """Plain JSON types (a shared cache stores JSON; numpy scalars would not encode)."""
     span = [int(x) for x in n.span] if n.span else None
-    return [int(n.pair_id), n.source, n.target, float(n.score), span, n.matched]
+    return [int(n.pair_id), n.source, n.target, float(n.score), span, n.matched, n.edit]
 
 
 def neighbour_of(x: list[Any]) -> Neighbour:
-    return Neighbour(x[0], x[1], x[2], x[3], tuple(x[4]) if x[4] else None, x[5])
+    edit = x[6] if len(x) > 6 else None
+    return Neighbour(x[0], x[1], x[2], x[3], tuple(x[4]) if x[4] else None, x[5], edit)
 
 
 def _value_ok(v: Any) -> bool:
@@ -34,7 +35,7 @@ def _value_ok(v: Any) -> bool:
         isinstance(v, dict)
         and isinstance(v.get("translation"), str)
         and isinstance(v.get("neighbours"), list)
-        and all(isinstance(n, list) and len(n) == 6 for n in v["neighbours"])
+        and all(isinstance(n, list) and len(n) in (6, 7) for n in v["neighbours"])
     )
 
 
@@ -58,8 +59,10 @@ class ResultCache:
         domain: str,
         options: DecodeOptions,
         text: str,
+        glossary_version: str | None = None,
     ) -> str:
-        """Everything that determines a translation; a new store version is a new key."""
+        """Everything that determines a translation; a new store or glossary version is a new
+        key (without a glossary, the key is what it was before glossaries existed)."""
         parts = [
             weights_sha256,
             store_version,
@@ -72,6 +75,8 @@ class ResultCache:
             options.neighbours_k,
             text,
         ]
+        if glossary_version is not None:
+            parts.append(glossary_version)
         blob = json.dumps(parts, ensure_ascii=False).encode("utf-8")
         return "t:" + hashlib.sha256(blob).hexdigest()
 

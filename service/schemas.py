@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from index_builder.edits import pair_key
 from service.engine import BatchResult, LoadedModel, TextResult, TranslationRequest
 from service.settings import VERSION_PATTERN
 from service.shared import Job
@@ -25,19 +27,46 @@ class TranslateRequest(_Schema):
     return_neighbours: bool = False
     # "html": each text is HTML; the text of each block is translated, every tag kept
     format: Literal["text", "html"] = "text"
+    glossary: bool = True  # enforce the domain's glossary (GET /v1/domains/{domain}/glossary)
 
     def to_engine(self) -> TranslationRequest:
         return TranslationRequest(**self.model_dump())
 
 
+class EditOut(_Schema):
+    """A live edit of a domain's memory (POST /v1/domains/{domain}/memory and its kin)."""
+
+    seq: int  # its number in the domain's edit log
+    op: Literal["add", "correct", "delete"]
+    key: str  # the pair's name: 16 hex digits of sha256 of its texts, the same in every version
+    source: str
+    target: str
+    at: str  # ISO 8601, UTC
+    by: str | None = None  # who made it (the API key's name, or "admin")
+    old_key: str | None = None  # correct: the pair it replaced
+
+    @classmethod
+    def of(cls, e: Any) -> EditOut:
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.at))
+        return cls(
+            seq=e.seq, op=e.op, key=e.key, source=e.source, target=e.target, at=at, by=e.by,
+            old_key=e.old_key,
+        )  # fmt: skip
+
+
 class NeighbourOut(_Schema):
-    """A retrieved pair; `span` is the matched [start, end) token range of the query."""
+    """A retrieved pair; `span` is the matched [start, end) token range of the query (words,
+    lower-cased, as the store tokenises), `matched` the neighbour's side of the match."""
 
     source: str
     target: str
     score: float
-    pair_id: int
+    pair_id: int  # its row in the store version; -1: a live edit added it (see `edit`)
     span: list[int] | None
+    matched: str = ""
+    key: str = ""  # the pair's name, to correct or delete it (PUT/DELETE .../memory/{key})
+    origin: Literal["store", "edit"] = "store"
+    edit: EditOut | None = None  # origin "edit": the edit that added it
 
 
 class TranslationResult(_Schema):
@@ -47,6 +76,8 @@ class TranslationResult(_Schema):
     model: str
     neighbours: list[NeighbourOut] | None = None  # present when return_neighbours
     gate: float | None = None  # present for models that report their memory gate
+    glossary_version: str | None = None  # present when a glossary was enforced: its version
+    edit_seq: int | None = None  # the last live edit of the domain's memory it saw; null: none
 
     @classmethod
     def of(cls, r: TextResult) -> TranslationResult:
@@ -59,11 +90,21 @@ class TranslationResult(_Schema):
                     score=float(n.score),
                     pair_id=int(n.pair_id),
                     span=list(n.span) if n.span is not None else None,
+                    matched=n.matched,
+                    key=pair_key(n.source, n.target),
+                    origin="edit" if n.edit is not None else "store",
+                    edit=EditOut.of(r.edits[n.edit])
+                    if n.edit is not None and r.edits and n.edit in r.edits
+                    else None,
                 )
                 for n in r.neighbours
             ]
         if r.gate is not None:
             fields["gate"] = r.gate
+        if r.glossary_version is not None:
+            fields["glossary_version"] = r.glossary_version
+        if r.edit_seq is not None:
+            fields["edit_seq"] = r.edit_seq
         return cls(
             translation=r.translation,
             domain=r.domain,
@@ -235,8 +276,21 @@ class ActivationAttempt(_Schema):
     error: str | None
 
 
+class EditsInfo(_Schema):
+    """The domain's live edits: its log, and what of it the active version does not hold."""
+
+    seq: int  # the last edit of the log (0: none)
+    folded_through: int  # the last edit the active version was folded with
+    pending: int  # edits after it, applied over the version
+    added: int  # pairs they add
+    removed: int  # pairs they take away
+    last_at: str | None
+    bad_lines: list[str]  # log lines refused (checksum or signature), never applied
+
+
 class DomainInfo(_Schema):
     domain: str
+    edits: EditsInfo
     state: Literal["active", "inactive", "failed", "empty"]
     active_version: str | None
     method: str | None

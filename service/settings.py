@@ -65,12 +65,13 @@ class ApiKeyEntry(BaseModel):
     key: SecretStr  # never printed: errors name the entry by `name`
     translate: list[str] | Literal["*"] = []
     neighbours: list[str] | Literal["*"] = []  # a subset of `translate`
+    edit: list[str] | Literal["*"] = []  # may add, correct, delete pairs; within `neighbours`
     metrics: bool = False  # may read /metrics, whose labels name every domain
 
 
 def _scope_problem(entry: ApiKeyEntry, configured: Sequence[str]) -> str | None:
     """What is wrong with an entry's domains, or None."""
-    for what in ("translate", "neighbours"):
+    for what in ("translate", "neighbours", "edit"):
         scope = getattr(entry, what)
         if scope == EVERY_DOMAIN:
             continue
@@ -85,6 +86,12 @@ def _scope_problem(entry: ApiKeyEntry, configured: Sequence[str]) -> str | None:
         beyond = sorted(set(entry.neighbours) - set(entry.translate))
         if beyond:
             return f"neighbours: {', '.join(beyond)} not among its translate domains"
+    if entry.neighbours != EVERY_DOMAIN:
+        if entry.edit == EVERY_DOMAIN:
+            return "edit: '*' needs neighbours '*'"
+        beyond = sorted(set(entry.edit) - set(entry.neighbours))
+        if beyond:
+            return f"edit: {', '.join(beyond)} not among its neighbours domains"
     return None
 
 
@@ -179,7 +186,7 @@ class Settings(BaseSettings):
     required_domains: CommaList = []  # /readyz fails until each has an active store loaded
     neighbours_k: int = Field(defaults.NEIGHBOURS_K, ge=1, le=64)  # pairs retrieved per text
     reconcile_interval_s: float = Field(10.0, gt=0)  # periodic re-read of the shared registry
-    max_upload_bytes: int = Field(50_000_000, ge=1)  # corpus uploads (management route)
+    max_upload_bytes: int = Field(50_000_000, ge=1)  # corpus uploads and files to translate
     # HMAC key shared with the store builder: set, only stores it signed are served or reused
     store_signing_key: SecretStr | None = None
     # Shipped translation memories (index_builder/memories/, the general pool) built into the
@@ -206,6 +213,11 @@ class Settings(BaseSettings):
     batch_size: int = Field(32, ge=1)  # texts per shared decoding batch
     batch_wait_ms: float = Field(5.0, ge=0)  # how long a batch waits for company
     drain_timeout_s: float = Field(30.0, ge=0)  # shutdown: wait this long for in-flight work
+    # Files to translate (POST /v1/files): jobs translating at once per replica, jobs a replica
+    # holds unfinished (beyond: 503), and how long a finished job's result is kept
+    file_jobs: int = Field(2, ge=1)
+    max_file_jobs: int = Field(16, ge=1)
+    file_ttl_s: float = Field(86400.0, gt=0)
     # CPU threads of torch in this replica; 0: its share of the CPUs it is given (affinity and
     # cgroup quota, divided by replicas_per_host), see service.threads
     torch_threads: int = Field(0, ge=0)

@@ -30,6 +30,9 @@ class Registry(Protocol):
     async def subscribe(self, listener: Listener) -> Callable[[], Awaitable[None]]:
         """Call `listener` on every change; returns an async unsubscribe."""
 
+    async def notify(self, domain: str) -> None:
+        """Tell every subscriber that `domain` changed otherwise (its memory was edited)."""
+
 
 class TranslationCache(Protocol):
     """Finished translations keyed by everything that determines them (model, store, text...)."""
@@ -97,6 +100,10 @@ class MemoryRegistry:
             self._active[domain] = version
         for listener in list(self._listeners):
             await listener(domain, version)
+
+    async def notify(self, domain: str) -> None:
+        for listener in list(self._listeners):
+            await listener(domain, self._active.get(domain))
 
     async def subscribe(self, listener: Listener) -> Callable[[], Awaitable[None]]:
         self._listeners.append(listener)

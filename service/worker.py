@@ -25,6 +25,7 @@ from typing import Any
 import anyio.to_thread
 
 from index_builder.corpus import CorpusError, Pair
+from index_builder.edits import EditLog, EditState, fold_pairs, log_path
 from index_builder.readers import read_corpus, read_moses
 from index_builder.retrieval.encoder import bundle_sha256
 from index_builder.retrieval.idf import IdfNgramParams
@@ -35,10 +36,12 @@ from index_builder.store import (
     corpus_sha256,
     list_versions,
     manifest_signature,
+    open_store,
 )
 from models.artifacts import MANIFEST, ArtifactError
 from service.backends import open_backends
-from service.settings import DOMAIN_RE, Settings
+from service.memory_edits import EDITS_THROUGH
+from service.settings import DOMAIN_RE, VERSION_RE, Settings
 from service.shared import Backends, Job, JobQueue
 
 log = logging.getLogger("ragmt.worker")
@@ -46,7 +49,7 @@ log = logging.getLogger("ragmt.worker")
 UPLOADS = ".uploads"  # under stores_dir; hidden, so never taken for a domain
 UPLOAD_NAME = re.compile(r"[0-9a-f]{64}\.(tsv|tmx|src|tgt)")
 _UPLOAD_IN_TEXT = re.compile(r"\.uploads/[0-9a-f]{64}\.[a-z]+")
-FORMATS = ("tsv", "tmx", "moses")
+FORMATS = ("tsv", "tmx", "moses", "fold")  # fold: a version and its live edits
 HEARTBEAT_S = 30.0  # a running job's record is touched this often (a Redis claim's liveness)
 
 
@@ -88,7 +91,15 @@ def check_spec(spec: dict[str, Any]) -> dict[str, Any]:
     if fmt not in FORMATS:
         raise JobSpecError(f"unknown corpus format {str(fmt)[:40]!r}")
     files = spec.get("files")
-    if not isinstance(files, list) or len(files) != (2 if fmt == "moses" else 1):
+    if fmt == "fold":
+        base, through = spec.get("base"), spec.get("through")
+        if not isinstance(base, str) or not VERSION_RE.fullmatch(base):
+            raise JobSpecError("a fold names its base version")
+        if not isinstance(through, int) or isinstance(through, bool) or through < 1:
+            raise JobSpecError("a fold names the last edit it folds (through >= 1)")
+        if files != []:
+            raise JobSpecError("a fold reads no uploaded files")
+    elif not isinstance(files, list) or len(files) != (2 if fmt == "moses" else 1):
         raise JobSpecError("wrong number of corpus files for the format")
     if not all(isinstance(f, str) and UPLOAD_NAME.fullmatch(f) for f in files):
         raise JobSpecError("corpus files must be upload names")
@@ -100,11 +111,33 @@ def check_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def read_pairs(stores_dir: Path, spec: dict[str, Any]) -> list[Pair]:
+def read_pairs(
+    stores_dir: Path, spec: dict[str, Any], signing_key: bytes | None = None
+) -> list[Pair]:
+    if spec["format"] == "fold":
+        return folded_pairs(stores_dir, spec, signing_key)
     paths = [uploads_dir(stores_dir) / name for name in spec["files"]]
     if spec["format"] == "moses":
         return read_moses(paths[0], paths[1])
     return read_corpus(paths[0], spec["format"], spec["source_lang"], spec["target_lang"])
+
+
+def folded_pairs(
+    stores_dir: Path, spec: dict[str, Any], signing_key: bytes | None = None
+) -> list[Pair]:
+    """The base version's pairs with the domain's edits after its own `edits_through` and up
+    to the job's `through` applied (`index_builder.edits`)."""
+    store = open_store(Path(stores_dir) / spec["domain"] / spec["base"], signing_key)
+    log = EditLog(log_path(stores_dir, spec["domain"]), signing_key)
+    log.refresh()
+    if log.seq < spec["through"]:
+        raise JobSpecError(f"the edit log ends at {log.seq}, before edit {spec['through']}")
+    start = store.manifest.get(EDITS_THROUGH, 0)
+    state = EditState.of([e for e in log.edits if e.seq <= spec["through"]], after=start)
+    pairs = store.pairs
+    sources = [pairs.sources[i] for i in range(len(pairs))]
+    targets = [pairs.targets[i] for i in range(len(pairs))]
+    return fold_pairs(sources, targets, state)
 
 
 def existing_version(
@@ -159,6 +192,9 @@ def build(
     reused = version is not None
     if version is None:
         langs = (spec["source_lang"], spec["target_lang"])
+        extra = None
+        if spec["format"] == "fold":
+            extra = {EDITS_THROUGH: spec["through"], "folded_from": spec["base"]}
         built = build_store(
             pairs,
             domain,
@@ -168,6 +204,7 @@ def build(
             langs,
             model=model if dense else None,
             signing_key=signing_key,
+            extra=extra,
         )
         version = built.name
     return {"version": version, "pairs": len(pairs), "corpus_sha256": corpus_hash, "reused": reused}
@@ -210,7 +247,7 @@ async def process_job(
     beat = asyncio.create_task(_heartbeat(jobs, job.id))
     try:
         spec = check_spec(job.spec)
-        pairs = await anyio.to_thread.run_sync(read_pairs, stores_dir, spec)
+        pairs = await anyio.to_thread.run_sync(read_pairs, stores_dir, spec, signing_key)
         await jobs.update(job.id, progress=0.3, message=f"indexing {len(pairs)} pairs")
         result = await anyio.to_thread.run_sync(build, stores_dir, spec, pairs, model, signing_key)
     except (CorpusError, ArtifactError, JobSpecError, ValueError, OSError) as e:

@@ -17,6 +17,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
+
 from index_builder.columns import PairTexts
 from index_builder.edits import AddedPair, EditState
 from index_builder.retrieval.base import Neighbour, Retriever, check_search_args
@@ -45,11 +48,13 @@ def removed_ids(pairs: PairTexts, removed: Sequence[tuple[str, str, str]]) -> fr
 
 
 @dataclass(frozen=True)
-class _Gram:
-    pair: int  # index into the added pairs
-    width: int
-    start: int
-    terms: frozenset[str]
+class _Grams:
+    """The added pairs' n-grams of one width (0: whole sentences) as a sparse term matrix."""
+
+    weighted: sp.csr_matrix  # (G, V') f of each distinct term of each n-gram
+    total: np.ndarray  # (G,) the sum of each n-gram's f
+    owner: np.ndarray  # (G,) the added pair it belongs to
+    start: np.ndarray  # (G,) its first token in the pair's source
 
 
 class EditedRetriever:
@@ -65,71 +70,84 @@ class EditedRetriever:
             self.encodes_with = encodes_with
         self.added: tuple[AddedPair, ...] = state.added if scores_added(base) else ()
         self._tokens = [tokenize(a.source) for a in self.added]
-        self._terms: IdfTerms | None = getattr(base, "terms", None)
-        self._widths: tuple[int, ...] = ()
-        grams: list[_Gram] = []
+        self._widths: tuple[int, ...] = (0,)
+        self._stride: int | None = None
         if isinstance(base, IdfNgramRetriever):
             self._widths = base.params.widths
-            stride = 1 if base.params.all_positions else None
+            self._stride = 1 if base.params.all_positions else None
+        terms: IdfTerms | None = getattr(base, "terms", None)
+        self._grams: dict[int, _Grams] = {}
+        if terms is None or not self.added:
+            return
+        self._vocab, self._idf = terms.vocab, terms.idf
+        self._unknown = terms.unknown_idf
+        # terms the version never saw get ids after its own, all as rare as its rarest
+        every = sorted({t for toks in self._tokens for t in toks})
+        known = set(self._known(every))
+        new = [t for t in every if t not in known]
+        self._new = {t: len(terms.vocab) + i for i, t in enumerate(new)}
+        self._f = np.concatenate([terms.idf, np.full(len(new), self._unknown)])
+        for w in self._widths:
+            rows, owner, start = [], [], []
             for p, toks in enumerate(self._tokens):
-                for w in self._widths:
-                    for a, b in ngram_spans(len(toks), w, stride):
-                        grams.append(_Gram(p, w, a, frozenset(toks[a:b])))
-        else:
-            grams = [_Gram(p, 0, 0, frozenset(t)) for p, t in enumerate(self._tokens)]
-        self._grams = grams
-        self._by_term: dict[str, list[int]] = {}
-        for g, gram in enumerate(grams):
-            for t in gram.terms:
-                self._by_term.setdefault(t, []).append(g)
+                spans = ngram_spans(len(toks), w, self._stride) if w else [(0, len(toks))]
+                for a, b in spans:
+                    rows.append(self._ids(toks[a:b]))
+                    owner.append(p)
+                    start.append(a)
+            matrix = self._matrix(rows)
+            weighted = matrix.multiply(self._f[None, :]).tocsr()
+            total = np.asarray(weighted.sum(axis=1)).ravel()
+            self._grams[w] = _Grams(weighted, total, np.asarray(owner), np.asarray(start))
 
-    def _f(self, term: str) -> float:
-        assert self._terms is not None
-        i = int(self._terms.vocab.ids([term])[0])
-        return float(self._terms.idf[i]) if i >= 0 else self._terms.unknown_idf
+    def _known(self, tokens: Sequence[str]) -> list[str]:
+        ids = self._vocab.ids(list(tokens))
+        return [t for t, i in zip(tokens, ids.tolist(), strict=True) if i >= 0]
 
-    def _sim(self, query: frozenset[str], item: frozenset[str], f: dict[str, float]) -> float:
-        for t in item - f.keys():
-            f[t] = self._f(t)
-        shared = sum(f[t] for t in query & item)
-        return 2 * shared - sum(f[t] for t in query | item)
+    def _ids(self, tokens: Sequence[str]) -> list[int]:
+        """Distinct term ids of `tokens` (-1: a term neither the version nor an edit has)."""
+        distinct = list(dict.fromkeys(tokens))
+        ids = self._vocab.ids(distinct).tolist()
+        return [i if i >= 0 else self._new.get(t, -1) for t, i in zip(distinct, ids, strict=True)]
 
-    def _candidates(self, terms: Collection[str], width: int) -> set[int]:
-        """Grams of `width` sharing a term with the query part (the others score lower than
-        any neighbour of the version could: they share nothing)."""
-        found: set[int] = set()
-        for t in terms:
-            found.update(g for g in self._by_term.get(t, ()) if self._grams[g].width == width)
-        return found
+    def _matrix(self, rows: list[list[int]]) -> sp.csr_matrix:
+        indptr, indices = [0], []
+        for ids in rows:
+            indices.extend(i for i in ids if i >= 0)
+            indptr.append(len(indices))
+        data = np.ones(len(indices), dtype=np.float64)
+        return sp.csr_matrix((data, indices, indptr), shape=(len(rows), len(self._f)))
 
     def _added_for(self, tokens: list[str]) -> list[Neighbour]:
-        """Each added pair that shares a term with the query, at its best score."""
-        f: dict[str, float] = {}
-        best: dict[int, tuple[float, tuple[int, int] | None, _Gram]] = {}
-        if self._widths:
-            parts = [(w, (a, b)) for w in self._widths for a, b in ngram_spans(len(tokens), w)]
-        else:
-            parts = [(0, None)]
-        for width, span in parts:
-            query = frozenset(tokens[span[0] : span[1]] if span is not None else tokens)
-            for t in query - f.keys():
-                f[t] = self._f(t)
-            for g in self._candidates(query, width):
-                gram = self._grams[g]
-                score = self._sim(query, gram.terms, f)
-                held = best.get(gram.pair)
-                if held is None or score > held[0]:
-                    best[gram.pair] = (score, span, gram)
-        out = []
-        for p, (score, span, gram) in best.items():
-            pair = self.added[p]
-            if span is not None:
-                matched = " ".join(self._tokens[p][gram.start : gram.start + gram.width])
-            else:
-                matched = " ".join(t for t in dict.fromkeys(tokens) if t in gram.terms)
-            out.append(
-                Neighbour(-1, pair.source, pair.target, round(score, 9), span, matched, pair.seq)
+        """Each added pair that shares a term with the query, at its best score over the
+        query's n-grams and its own, ``sim = 3 |X ∩ Y|_f - |X|_f - |Y|_f``."""
+        best: dict[int, tuple[float, tuple[int, int] | None, int, int]] = {}
+        for w, grams in self._grams.items():
+            spans = ngram_spans(len(tokens), w) if w else [(0, len(tokens))]
+            rows = [self._ids(tokens[a:b]) for a, b in spans]
+            query = self._matrix(rows)
+            mass = np.asarray(
+                [sum(self._f[i] if i >= 0 else self._unknown for i in ids) for ids in rows]
             )
+            shared = (query @ grams.weighted.T).tocoo()  # (spans, grams) where terms meet
+            keep = shared.data > 0
+            r, g = shared.row[keep], shared.col[keep]
+            score = 3 * shared.data[keep] - mass[r] - grams.total[g]
+            for i in np.argsort(-score, kind="stable"):
+                p = int(grams.owner[g[i]])
+                if p not in best or score[i] > best[p][0]:
+                    span = spans[r[i]] if w else None
+                    best[p] = (float(score[i]), span, int(grams.start[g[i]]), w)
+        out = []
+        for p, (score, span, start, w) in best.items():
+            pair = self.added[p]
+            if w:
+                matched = " ".join(self._tokens[p][start : start + w])
+            else:
+                theirs = set(self._tokens[p])
+                matched = " ".join(t for t in dict.fromkeys(tokens) if t in theirs)
+            out.append(Neighbour(-1, pair.source, pair.target, round(score, 9), span, matched,
+                                 pair.seq))  # fmt: skip
         return out
 
     def search(

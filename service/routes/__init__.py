@@ -13,16 +13,61 @@ from fastapi.security import APIKeyHeader, HTTPBearer
 
 from service.schemas import ErrorResponse, LibreError
 
+# The groups of /docs, in this order; each router tags its routes with one of them.
+OPENAPI_TAGS = [
+    {
+        "name": "translate",
+        "description": "Translate texts with a domain's memory: each result names the store "
+        "version it used and, on request, the neighbours (retrieved pairs) that shaped it.",
+    },
+    {
+        "name": "domains",
+        "description": "The domains a key may translate with: active store version, state, "
+        "versions on disk and the last activation.",
+    },
+    {
+        "name": "memory",
+        "description": "A domain's memory edited live: add, correct, delete and search single "
+        "pairs (the admin key or a key with edit scope), fold the edits into a new version.",
+    },
+    {
+        "name": "glossary",
+        "description": "A domain's terminology, enforced when decoding: list, add and delete "
+        "terms, import CSV or TBX.",
+    },
+    {
+        "name": "files",
+        "description": "Translate a whole XLIFF or gettext PO file in the background, then "
+        "download it.",
+    },
+    {
+        "name": "management",
+        "description": "The admin key: upload a corpus (TMX, TSV, Moses) to build a store "
+        "version, follow its job, activate, roll back, delete versions.",
+    },
+    {
+        "name": "libretranslate",
+        "description": "LibreTranslate's routes, for its existing clients: the `general` "
+        "domain and each pair's default model.",
+    },
+    {
+        "name": "service",
+        "description": "Liveness, readiness, the models and limits served, Prometheus metrics.",
+    },
+]
+
 # What each status means here; the body's `code` tells the cases apart.
 WHY = {
     400: "bad_request: a body that cannot be read (not UTF-8, a broken form or Content-Length)",
     401: "unauthorized: this route needs a key and none was sent",
     403: "forbidden: the key sent does not open this route; domain_forbidden: the key does not "
     "open the domain (or its neighbours), answered alike whether the domain exists or not",
-    404: "not found: unknown_domain, unknown_model, unknown_job, unknown_version, or disabled "
+    404: "not found: unknown_domain, unknown_model, unknown_job, unknown_version, unknown_pair "
+    "(a memory edit naming a pair the memory does not hold), or disabled "
     "(management routes without an admin key configured)",
     409: "conflict: the request contradicts the domain's state (the active version cannot be "
-    "deleted; no version to roll back to)",
+    "deleted; no version to roll back to; no active version to edit or fold into; pairs added "
+    "live to a dense store)",
     413: "payload_too_large: the body exceeds max_body_bytes (max_upload_bytes for corpora)",
     422: "invalid_request (schema), invalid_input, limit_exceeded (names the limit, e.g. "
     "max_texts or max_json_depth), unsupported_language, activation_failed",

@@ -12,7 +12,7 @@ from service.routes import CLIENT_ERRORS, CLIENT_KEYS, errors
 from service.schemas import DomainInfo, DomainList
 from service.settings import DOMAIN_PATTERN
 
-router = APIRouter(dependencies=[Client, *CLIENT_KEYS])
+router = APIRouter(dependencies=[Client, *CLIENT_KEYS], tags=["domains"])
 
 DomainName = Annotated[str, Path(pattern=DOMAIN_PATTERN, max_length=64)]
 

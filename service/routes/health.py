@@ -16,7 +16,7 @@ from service.schemas import (
     StatusResponse,
 )
 
-router = APIRouter()
+router = APIRouter(tags=["service"])
 
 
 @router.get("/livez", response_model=StatusResponse)

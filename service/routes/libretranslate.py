@@ -34,7 +34,7 @@ from service.schemas import (
     LibreTranslateResponse,
 )
 
-router = APIRouter()
+router = APIRouter(tags=["libretranslate"])
 
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French"}
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")

@@ -27,7 +27,9 @@ from service.schemas import ActivateRequest, Deleted, DomainInfo, JobResponse
 from service.settings import VERSION_PATTERN, VERSION_RE
 from service.worker import uploads_dir
 
-router = APIRouter(route_class=JsonBodyRoute, dependencies=[Admin, *ADMIN_KEYS])
+router = APIRouter(
+    route_class=JsonBodyRoute, dependencies=[Admin, *ADMIN_KEYS], tags=["management"]
+)
 
 VersionId = Annotated[str, Path(pattern=VERSION_PATTERN)]
 JobId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,100}$")]

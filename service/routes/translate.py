@@ -10,7 +10,9 @@ from service.routes import CLIENT_ERRORS, CLIENT_KEYS, errors
 from service.routes.bodies import JsonBodyRoute
 from service.schemas import TranslateRequest, TranslateResponse
 
-router = APIRouter(route_class=JsonBodyRoute, dependencies=[Client, *CLIENT_KEYS])
+router = APIRouter(
+    route_class=JsonBodyRoute, dependencies=[Client, *CLIENT_KEYS], tags=["translate"]
+)
 
 
 @router.post(

@@ -16,7 +16,15 @@ from service.app import create_app
 from service.errors import LIBRETRANSLATE_PATHS
 from service.settings import Settings
 from tests.service.conftest import make_store
-from tests.service.test_routes import ADMIN, CLIENT, METRICS, PROTECTION, PUBLIC
+from tests.service.test_routes import (
+    ADMIN,
+    CLIENT,
+    EDITOR,
+    FILES,
+    METRICS,
+    PROTECTION,
+    PUBLIC,
+)
 from tests.toy import toy_pairs
 
 pytestmark = pytest.mark.integration
@@ -27,7 +35,11 @@ SECURITY = {
     CLIENT: [{"ApiKey": []}, {"Bearer": []}],
     ADMIN: [{"AdminKey": []}, {"Bearer": []}],
     METRICS: [{"ApiKey": []}, {"AdminKey": []}, {"Bearer": []}],
+    EDITOR: [{"AdminKey": []}, {"Bearer": []}, {"ApiKey": []}],
+    FILES: [{"ApiKey": []}, {"Bearer": []}],
 }
+GLOSSARY_WRITE = {400, 401, 403, 404, 409, 413, 422, 500, 503}
+MEMORY_WRITE = {401, 403, 404, 409, 422, 429, 500, 503}
 # The error statuses each route can answer (500 everywhere some error is documented).
 ERRORS = {
     ("GET", "/readyz"): {500, 503},
@@ -42,6 +54,19 @@ ERRORS = {
     ("POST", "/v1/domains/{domain}/activate"): {400, 401, 403, 404, 413, 422, 500, 503},
     ("POST", "/v1/domains/{domain}/rollback"): {401, 403, 404, 409, 422, 500, 503},
     ("DELETE", "/v1/domains/{domain}/versions/{version}"): {401, 403, 404, 409, 422, 500, 503},
+    ("POST", "/v1/domains/{domain}/memory"): MEMORY_WRITE | {400, 413},
+    ("PUT", "/v1/domains/{domain}/memory/{key}"): MEMORY_WRITE | {400, 413},
+    ("DELETE", "/v1/domains/{domain}/memory/{key}"): MEMORY_WRITE,
+    ("GET", "/v1/domains/{domain}/memory"): {401, 403, 404, 422, 429, 500, 503},
+    ("POST", "/v1/domains/{domain}/memory/fold"): {401, 403, 404, 409, 422, 500, 503},
+    ("POST", "/v1/files"): {400, 401, 403, 404, 413, 422, 429, 500, 503},
+    ("GET", "/v1/files/{file_id}"): {401, 403, 404, 422, 429, 500, 503},
+    ("GET", "/v1/files/{file_id}/result"): {401, 403, 404, 409, 422, 429, 500, 503},
+    ("GET", "/v1/domains/{domain}/glossary"): {401, 403, 404, 422, 429, 500, 503},
+    ("POST", "/v1/domains/{domain}/glossary"): GLOSSARY_WRITE,
+    ("DELETE", "/v1/domains/{domain}/glossary"): {401, 403, 404, 422, 500, 503},
+    ("PUT", "/v1/domains/{domain}/glossary/terms"): GLOSSARY_WRITE,
+    ("DELETE", "/v1/domains/{domain}/glossary/terms"): GLOSSARY_WRITE,
 }
 VERSION = "20250101T000000.000Z-00000000"  # well formed, never built
 
@@ -147,6 +172,19 @@ def test_keys_are_security_schemes_of_the_routes_that_take_them(doc: dict[str, A
             assert {"401", "403"} <= set(op["responses"]), (method, path)
 
 
+def test_routes_are_grouped_under_described_tags(doc: dict[str, Any]) -> None:
+    """/docs groups the routes: each operation under one declared tag with a description."""
+    declared = {t["name"]: t.get("description", "") for t in doc["tags"]}
+    assert all(declared.values()), declared
+    used = set()
+    for method, path, op in operations(doc):
+        assert len(op.get("tags", [])) == 1 and op["tags"][0] in declared, (method, path)
+        used.add(op["tags"][0])
+    assert {"translate", "domains", "management", "libretranslate", "service"} <= used
+    assert doc["paths"]["/v1/translate"]["post"]["tags"] == ["translate"]
+    assert doc["paths"]["/v1/domains/{domain}/activate"]["post"]["tags"] == ["management"]
+
+
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """Domain "toy" active (its version returned) and "idle" built but not active."""
@@ -246,6 +284,23 @@ CASES = [
         {"headers": ADMIN_KEY},
         404,
     ),
+    (
+        "locked",
+        "PUT",
+        "/v1/domains/{domain}/glossary/terms",
+        "/v1/domains/nope/glossary/terms",
+        {"json": {"source": "one", "target": "eins"}, "headers": ADMIN_KEY},
+        404,
+    ),
+    (
+        "locked",
+        "POST",
+        "/v1/domains/{domain}/glossary",
+        "/v1/domains/toy/glossary",
+        {"files": {"file": ("g.csv", b"one\n")}, "headers": ADMIN_KEY},
+        422,
+    ),
+    ("locked", "GET", "/v1/domains/{domain}/glossary", "/v1/domains/nope/glossary", {}, 404),
     ("unready", "GET", "/readyz", None, {}, 503),
     ("unready", "POST", "/v1/translate", None, {"json": TR, "headers": {"X-API-Key": "a"}}, 503),
     ("unready", "POST", "/translate", None, {"json": LT | {"api_key": "b"}}, 503),

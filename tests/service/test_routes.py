@@ -19,6 +19,8 @@ from service.settings import Settings
 pytestmark = pytest.mark.integration
 
 PUBLIC, CLIENT, ADMIN, METRICS = "public", "client", "admin", "metrics"
+FILES = "files"  # a client key; a job is readable by the key that made it (404 for others)
+EDITOR = "editor"  # the admin key, or a client key with `edit` scope
 PROTECTION = {
     ("GET", "/livez"): PUBLIC,
     ("GET", "/readyz"): PUBLIC,
@@ -29,6 +31,8 @@ PROTECTION = {
     ("GET", "/docs"): PUBLIC,
     ("GET", "/docs/oauth2-redirect"): PUBLIC,
     ("GET", "/redoc"): PUBLIC,
+    ("GET", "/"): PUBLIC,
+    ("GET", "/static/{name}"): PUBLIC,
     ("POST", "/v1/translate"): CLIENT,
     ("POST", "/translate"): CLIENT,
     ("POST", "/detect"): CLIENT,
@@ -39,13 +43,35 @@ PROTECTION = {
     ("POST", "/v1/domains/{domain}/rollback"): ADMIN,
     ("DELETE", "/v1/domains/{domain}/versions/{version}"): ADMIN,
     ("GET", "/v1/jobs/{job_id}"): ADMIN,
+    ("POST", "/v1/domains/{domain}/memory"): EDITOR,
+    ("PUT", "/v1/domains/{domain}/memory/{key}"): EDITOR,
+    ("DELETE", "/v1/domains/{domain}/memory/{key}"): EDITOR,
+    ("GET", "/v1/domains/{domain}/memory"): CLIENT,
+    ("POST", "/v1/domains/{domain}/memory/fold"): ADMIN,
+    ("POST", "/v1/files"): FILES,
+    ("GET", "/v1/files/{file_id}"): FILES,
+    ("GET", "/v1/files/{file_id}/result"): FILES,
+    ("GET", "/v1/domains/{domain}/glossary"): CLIENT,
+    ("POST", "/v1/domains/{domain}/glossary"): ADMIN,
+    ("DELETE", "/v1/domains/{domain}/glossary"): ADMIN,
+    ("PUT", "/v1/domains/{domain}/glossary/terms"): ADMIN,
+    ("DELETE", "/v1/domains/{domain}/glossary/terms"): ADMIN,
 }
-SAMPLE = {"{domain}": "general", "{version}": "20250101T000000.000Z-00000000", "{job_id}": "j1"}
+SAMPLE = {
+    "{domain}": "general",
+    "{version}": "20250101T000000.000Z-00000000",
+    "{job_id}": "j1",
+    "{name}": "app.js",
+    "{key}": "0123456789abcdef",
+    "{file_id}": "0" * 32,
+}
 BODY = {
     "/v1/translate": {"texts": ["one"]},
     "/translate": {"q": "one", "source": "en", "target": "de"},
     "/detect": {"q": "one two three"},
     "/v1/domains/{domain}/activate": {"version": "v1"},
+    "/v1/domains/{domain}/memory": {"source": "one", "target": "eins"},
+    "/v1/domains/{domain}/memory/{key}": {"source": "one", "target": "eins"},
 }
 
 
@@ -108,7 +134,34 @@ def test_admin_routes_need_the_admin_key(locked: TestClient, open_app, route) ->
     assert call(locked, method, path, {"Authorization": "Bearer cli"}).status_code == 403
     for good in ({"Authorization": "Bearer adm"}, {"X-Admin-Key": "adm"}):
         resp = call(locked, method, path, good)  # past the gate: the route's own answer
-        assert resp.status_code not in (401, 403) and resp.json()["error"]["code"] != "disabled"
+        code = resp.json().get("error", {}).get("code")  # a 200 has no error
+        assert resp.status_code not in (401, 403) and code != "disabled"
+
+
+@pytest.mark.parametrize("route", sorted(r for r, p in PROTECTION.items() if p == EDITOR))
+def test_memory_edits_need_the_admin_key_or_edit_scope(locked: TestClient, open_app, route) -> None:
+    """Translating is open without keys; editing a memory never is."""
+    method, path = route
+    resp = call(open_app, method, path)
+    assert resp.status_code == 401 and resp.headers["www-authenticate"] == "Bearer"
+    assert call(locked, method, path).status_code == 401
+    for bad in ({"Authorization": "Bearer wrong"}, {"X-API-Key": "cli"}, {"X-Admin-Key": "no"}):
+        assert call(locked, method, path, bad).status_code == 403  # "cli": no edit scope
+    for good in ({"Authorization": "Bearer adm"}, {"X-Admin-Key": "adm"}):
+        resp = call(locked, method, path, good)  # past the gate: no store to edit (409)
+        assert resp.status_code == 409, resp.text
+
+
+@pytest.mark.parametrize("route", sorted(r for r, p in PROTECTION.items() if p == FILES))
+def test_file_routes_need_an_api_key_when_configured(locked: TestClient, open_app, route) -> None:
+    """Past the key check the sample call is answered by the route (no file sent: 422, no
+    such job: 404), never 401 or 403."""
+    method, path = route
+    assert call(open_app, method, path).status_code in (404, 422)
+    assert call(locked, method, path).status_code == 401
+    assert call(locked, method, path, {"X-API-Key": "wrong"}).status_code == 403
+    for good in ({"X-API-Key": "cli"}, {"Authorization": "Bearer cli"}):
+        assert call(locked, method, path, good).status_code in (404, 422)
 
 
 @pytest.mark.parametrize("route", sorted(r for r, p in PROTECTION.items() if p == CLIENT))
