@@ -14,6 +14,7 @@ make every replica, and the ACTIVE files on disk, converge on it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -29,10 +30,11 @@ import anyio.to_thread
 from index_builder import store as stores
 from index_builder.edits import Edit
 from index_builder.retrieval.base import Retriever
-from index_builder.store import Store
+from index_builder.store import SIGNATURE, Store
+from models.artifacts import MANIFEST
 from models.bundle import LoadedBundle
 from service.errors import ActivationFailed, Conflict, NotFound, ServiceError
-from service.memory_edits import MemoryEdits
+from service.memory_edits import MemoryEdits, through_of
 from service.metrics import Metrics
 from service.settings import DOMAIN_RE, VERSION_RE
 from service.shared import Registry
@@ -141,6 +143,7 @@ class DomainManager:
         self.configured = list(domains or [])  # empty: every domain directory found
         self.reconcile_interval_s = reconcile_interval_s
         self.edits = MemoryEdits(self.stores_dir, signing_key)
+        self._version_info: dict[tuple[str, str], dict[str, Any]] = {}
         self.languages: set[tuple[str, str]] = set()  # of the loaded models; empty: no check
         # Loaded bundles by encoder identity (`bundle_sha256`): a dense store must be queried
         # with the very bundle it was built with, and only a loaded one may serve it.
@@ -512,6 +515,7 @@ class DomainManager:
             return None
 
     def _remove(self, domain: str, version: str) -> None:
+        self._version_info.pop((domain, version), None)
         # Rename first: a reader (list_versions, a reconcile) never sees half a directory.
         doomed = self.stores_dir / domain / f".{version}.deleting-{uuid.uuid4().hex[:8]}"
         os.rename(self.stores_dir / domain / version, doomed)
@@ -578,6 +582,28 @@ class DomainManager:
         """The required domains without an active version loaded."""
         return [d for d in required if (s := self._states.get(d)) is None or s.active is None]
 
+    def version_info(self, domain: str, version: str) -> dict[str, Any]:
+        """A version's manifest facts and size on disk (read once: versions never change)."""
+        key = (domain, version)
+        if key not in self._version_info:
+            root = self.stores_dir / domain / version
+            try:
+                m = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+                size = sum(f.stat().st_size for f in root.iterdir() if f.is_file())
+            except (OSError, ValueError):
+                m, size = {}, 0
+            self._version_info[key] = {
+                "version": version,
+                "method": m.get("method"),
+                "pairs": m.get("pairs"),
+                "built_at": m.get("built_at"),
+                "size_bytes": size,
+                "edits_through": through_of(m),
+                "folded_from": m.get("folded_from"),
+                "signed": bool(m.get(SIGNATURE)),
+            }
+        return self._version_info[key]
+
     def describe(self, domain: str) -> dict[str, Any]:
         """What GET /v1/domains/{domain} reports."""
         state = self.state(domain)
@@ -592,6 +618,7 @@ class DomainManager:
             status = "inactive" if versions else "empty"
         m = active.manifest if active is not None else {}
         return {
+            "version_info": [self.version_info(domain, v) for v in versions],
             "edits": self.edits.info(domain, active),
             "domain": domain,
             "state": status,

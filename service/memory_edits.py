@@ -11,6 +11,7 @@ request sees one state of the memory from admission to its last decoding step.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -175,3 +176,51 @@ class MemoryEdits:
             "last_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last)) if last else None,
             "bad_lines": list(log_.bad_lines),
         }
+
+
+# --- folding -------------------------------------------------------------------------------
+
+FOLD_POLL_S = 0.5
+FOLD_WAIT_S = 3600.0
+
+
+def fold_spec(loaded: LoadedStore, through: int) -> tuple[dict[str, Any], str]:
+    """The worker job that folds the edits up to `through` into a new version of `loaded`'s
+    (method, parameters and languages its own), and its dedup key: replicas asking for the
+    same fold get the same job."""
+    m = loaded.manifest
+    langs = m.get("languages") or {}
+    spec = {
+        "domain": loaded.domain,
+        "method": m.get("method"),
+        "params": m.get("params") or {},
+        "format": "fold",
+        "files": [],
+        "base": loaded.version,
+        "through": through,
+        "source_lang": langs.get("source"),
+        "target_lang": langs.get("target"),
+    }
+    return spec, f"{loaded.domain}:fold:{loaded.version}:{through}"
+
+
+async def activate_when_built(manager: Any, jobs: Any, job_id: str, domain: str, base: str) -> None:
+    """Activate a fold's version once its job is done, if the domain still serves `base` (an
+    operator's activation meanwhile wins); gives up on failure or after FOLD_WAIT_S."""
+    waited = 0.0
+    while waited < FOLD_WAIT_S:
+        job = await jobs.get(job_id)
+        if job is None or job.state == "failed":
+            log.warning("fold of %s (job %s) did not build: %s", domain, job_id,
+                        job.error if job else "job gone")  # fmt: skip
+            return
+        if job.state == "done":
+            active = manager.state(domain).active
+            version = job.result.get("version")
+            if active is None or active.version != base or not isinstance(version, str):
+                return
+            await manager.activate(domain, version)
+            log.info("domain %s: edits folded into %s, now active", domain, version)
+            return
+        await asyncio.sleep(FOLD_POLL_S)
+        waited += FOLD_POLL_S

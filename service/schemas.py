@@ -268,6 +268,19 @@ class LoadedVersion(_Schema):
     active: bool
 
 
+class VersionInfo(_Schema):
+    """A store version on disk, as its manifest describes it (unreadable: nulls)."""
+
+    version: str
+    method: str | None
+    pairs: int | None
+    built_at: str | None
+    size_bytes: int  # its files on disk
+    edits_through: int  # the last live edit it holds (folded); 0: none
+    folded_from: str | None  # the version it was folded from
+    signed: bool  # its manifest carries an HMAC signature
+
+
 class ActivationAttempt(_Schema):
     version: str
     at: str
@@ -296,6 +309,7 @@ class DomainInfo(_Schema):
     method: str | None
     pairs: int | None
     versions: list[str]
+    version_info: list[VersionInfo]  # per version of `versions`, in the same order
     previous_version: str | None
     loaded: list[LoadedVersion]
     last_attempt: ActivationAttempt | None

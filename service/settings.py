@@ -186,6 +186,9 @@ class Settings(BaseSettings):
     required_domains: CommaList = []  # /readyz fails until each has an active store loaded
     neighbours_k: int = Field(defaults.NEIGHBOURS_K, ge=1, le=64)  # pairs retrieved per text
     reconcile_interval_s: float = Field(10.0, gt=0)  # periodic re-read of the shared registry
+    # Live edits a domain's active version may carry before a fold into a new version is
+    # queued and activated once built (0: folds only on request)
+    fold_edits_at: int = Field(1000, ge=0)
     max_upload_bytes: int = Field(50_000_000, ge=1)  # corpus uploads and files to translate
     # HMAC key shared with the store builder: set, only stores it signed are served or reused
     store_signing_key: SecretStr | None = None

@@ -8,6 +8,7 @@ comes, and by every other replica as soon as it has read the shared signal.
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 import anyio.to_thread
@@ -27,13 +28,14 @@ from service.deps import (
 )
 from service.domains import Lease
 from service.errors import Conflict, NotFound
-from service.memory_edits import through_of
+from service.memory_edits import activate_when_built, fold_spec, through_of
 from service.routes import ADMIN_ERRORS, ADMIN_KEYS, CLIENT_ERRORS, CLIENT_KEYS, errors
 from service.routes.bodies import JsonBodyRoute
 from service.routes.domains import DomainName
 from service.schemas import EditOut, JobResponse, _Schema
 
 # Writes check their keys themselves (`require_editor`: the admin key or an edit scope).
+log = logging.getLogger("ragmt.service")
 router = APIRouter(route_class=JsonBodyRoute, tags=["memory"])
 
 
@@ -90,7 +92,30 @@ async def _edit(
     admitting(service)
     manager = service.manager()
     edit, version = await manager.edit(domain, op, source, target, old, by=who.name)
+    await _fold_if_due(service, domain)
     return EditResponse(domain=domain, store_version=version, edit=EditOut.of(edit))
+
+
+async def _fold_if_due(service: ServiceDep, domain: str) -> None:
+    """Queue a fold (activated once built) when the active version carries
+    `fold_edits_at` edits or more; a replica that cannot build (no worker) leaves it."""
+    at = service.settings.fold_edits_at
+    manager = service.manager()
+    active = manager.state(domain).active
+    backends = service.backends
+    if not at or active is None or backends is None:
+        return
+    through = manager.edits.log(domain).seq
+    if through - through_of(active.manifest) < at or through % at:
+        return  # once per `at` edits, on the edit that reaches the mark
+    if not service.settings.run_worker and backends.kind == "memory":
+        return
+    try:
+        job = await backends.jobs.submit(*fold_spec(active, through))
+    except Exception as e:  # the edit is made; the fold waits for the next mark or a request
+        log.warning("fold of %s not queued: %s", domain, e)
+        return
+    manager._spawn(activate_when_built(manager, backends.jobs, job.id, domain, active.version))
 
 
 async def _texts(service: ServiceDep, domain: str, key: str) -> tuple[str, str]:
@@ -212,32 +237,24 @@ async def search_memory(
     responses=errors(*ADMIN_ERRORS, 409, 422, 503),
     dependencies=[Admin, *ADMIN_KEYS],
 )
-async def fold(domain: DomainName, service: ServiceDep) -> JobResponse:
+async def fold(
+    domain: DomainName,
+    service: ServiceDep,
+    activate: Annotated[bool, Query()] = False,
+) -> JobResponse:
     """Build a new store version of the active one with the edits folded in (a background
-    job, like a corpus upload; activate its version when it is done). Admin key."""
+    job, like a corpus upload). `activate`: activate it once built, if the domain still
+    serves the version it was folded from (else activate its `result.version`). Admin key."""
     manager = service.manager()
     active = manager.state(domain).active
     if active is None:
         raise Conflict(f"domain {domain} has no active store version to fold edits into")
     log_ = manager.edits.log(domain)
     await anyio.to_thread.run_sync(log_.refresh)
-    through = log_.seq
-    if through <= through_of(active.manifest):
+    if log_.seq <= through_of(active.manifest):
         raise Conflict(f"domain {domain}'s active version holds every edit already")
-    m = active.manifest
-    langs = m.get("languages") or {}
-    spec = {
-        "domain": domain,
-        "method": m.get("method"),
-        "params": m.get("params") or {},
-        "format": "fold",
-        "files": [],
-        "base": active.version,
-        "through": through,
-        "source_lang": langs.get("source"),
-        "target_lang": langs.get("target"),
-    }
-    job = await service.require_backends().jobs.submit(
-        spec, f"{domain}:fold:{active.version}:{through}"
-    )
+    jobs = service.require_backends().jobs
+    job = await jobs.submit(*fold_spec(active, log_.seq))
+    if activate:
+        manager._spawn(activate_when_built(manager, jobs, job.id, domain, active.version))
     return JobResponse.of(job)

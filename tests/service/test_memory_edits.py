@@ -194,8 +194,14 @@ async def test_rollback_keeps_edits_and_fold_builds_a_version_with_them(
         top = result["neighbours"][0]
         # served from the version now: the edit is folded, nothing pending
         assert (top["source"], top["origin"]) == (NEW[0], "store")
-        info = (await c.get("/v1/domains/toy")).json()["edits"]
+        domain = (await c.get("/v1/domains/toy")).json()
+        info = domain["edits"]
         assert (info["seq"], info["folded_through"], info["pending"]) == (1, 1, 0)
+        details = {v["version"]: v for v in domain["version_info"]}
+        assert [v["version"] for v in domain["version_info"]] == domain["versions"]
+        assert details[folded]["edits_through"] == 1 and details[folded]["folded_from"] == first
+        assert details[folded]["pairs"] == details[first]["pairs"] + 1
+        assert details[first]["size_bytes"] > 0 and details[first]["method"] == "idf-ngram"
         resp = await c.post("/v1/domains/toy/memory/fold", headers=ADMIN)
         assert resp.status_code == 409
 
@@ -232,3 +238,34 @@ async def test_an_edit_reaches_a_second_replica_within_a_second(
             assert max(waits) < 1.0
     finally:
         server.stop()
+
+
+async def test_edits_are_folded_and_activated_at_the_mark(bundle: Path, tmp_path: Path) -> None:
+    stores, first = stores_with_toy(tmp_path)
+    app = create_app(settings(bundle, stores, fold_edits_at=2))
+    async with running(app) as c:
+        for i in range(3):
+            pair = {"source": f"frobnicate gadget {i}", "target": f"gadget {i} frobnizieren"}
+            resp = await c.post("/v1/domains/toy/memory", json=pair, headers=ADMIN)
+            assert resp.status_code == 201, resp.text
+        for _ in range(200):  # the second edit queued the fold; it activates when built
+            domain = (await c.get("/v1/domains/toy")).json()
+            if domain["active_version"] != first:
+                break
+            await asyncio.sleep(0.05)
+        folded = domain["active_version"]
+        assert folded != first
+        info = {v["version"]: v for v in domain["version_info"]}[folded]
+        assert (info["edits_through"], info["folded_from"]) == (2, first)
+        assert domain["edits"] | {"last_at": None} == {
+            "seq": 3, "folded_through": 2, "pending": 1, "added": 1, "removed": 0,
+            "last_at": None, "bad_lines": [],
+        }  # fmt: skip
+        got = {(n["source"], n["origin"]) for n in (await neighbours(c, "frobnicate gadget 0"))[
+            "neighbours"
+        ]}  # fmt: skip
+        assert ("frobnicate gadget 0", "store") in got  # folded: a row of the version now
+        got = [(n["source"], n["origin"]) for n in (await neighbours(c, "frobnicate gadget 2"))[
+            "neighbours"
+        ]]  # fmt: skip
+        assert got[0] == ("frobnicate gadget 2", "edit")  # after the mark: still an edit
