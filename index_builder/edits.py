@@ -187,7 +187,8 @@ class EditState:
                 # the version may hold the pair too (a corpus that had it): it goes as well
                 removed[gone] = (gone, source, target)
             if e.op in ("add", "correct"):
-                removed.pop(e.key, None)
+                # A pair removed and added again stays removed from the version and is served
+                # as the edit (one copy, with the edit's provenance).
                 added.pop(e.key, None)  # re-added: it moves to the end
                 added[e.key] = AddedPair(e.key, e.source, e.target, e.seq, e.at, e.by)
         return cls(last, tuple(added.values()), tuple(removed.values()))

@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from index_builder.edits import Edit, EditError, EditLog, clean_side, log_path, pair_key
-from index_builder.retrieval.overlay import EditedRetriever, removed_ids, scores_added
+from index_builder.retrieval.overlay import (
+    DenseCache,
+    EditedRetriever,
+    removed_ids,
+    scores_added,
+)
 from service.errors import Conflict, InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -46,6 +51,7 @@ class MemoryEdits:
         self._logs: dict[str, EditLog] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._dense_cache: dict[str, DenseCache] = {}  # added pairs' vectors, per domain
 
     def log(self, domain: str) -> EditLog:
         with self._guard:
@@ -71,7 +77,8 @@ class MemoryEdits:
             removed = frozenset()
             if state.removed:
                 removed = removed_ids(loaded.store.pairs, state.removed)  # type: ignore[union-attr]
-            edited = EditedRetriever(loaded.retriever, state, removed)
+            cache = self._dense_cache.setdefault(loaded.domain, {})
+            edited = EditedRetriever(loaded.retriever, state, removed, cache)
             loaded.overlay = (edited, log_.seq)
 
     async def refresh(self, loaded: LoadedStore | None) -> None:
@@ -113,8 +120,8 @@ class MemoryEdits:
             if not scores_added(loaded.retriever):
                 raise Conflict(
                     f"domain {loaded.domain}'s version {loaded.version} is a "
-                    f"{loaded.manifest.get('method')} store: pairs can be added live to IDF "
-                    "stores only (upload a corpus to rebuild it)"
+                    f"{loaded.manifest.get('method')} store, which takes no live additions "
+                    "(upload a corpus to rebuild it)"
                 )
         self.apply(loaded)  # the newest state, so the checks below see other replicas' edits
         gone = old if op == "correct" else (source, target) if op == "delete" else None

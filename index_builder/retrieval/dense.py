@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import faiss
 import numpy as np
@@ -213,7 +214,17 @@ class DenseNgramRetriever:
         """`Retriever.search`; `states`: the queries' encodings made already (see
         `query_vectors`)."""
         check_search_args(queries, k, exclude)
-        ids, rows, vectors = self.query_vectors(queries, states)
+        return self.search_encoded(self.query_vectors(queries, states), k, exclude)
+
+    def search_encoded(
+        self,
+        encoded: tuple[list[list[int]], dict[int, dict[tuple[int, int], int]], dict[int, Any]],
+        k: int,
+        exclude: Sequence[Collection[int]] | None = None,
+    ) -> list[list[Neighbour]]:
+        """`search` of queries encoded by `query_vectors` (a caller that also compares them
+        with other vectors, the live edits' overlay, encodes them once)."""
+        ids, rows, vectors = encoded
         hits = {}
         for w, x in self.indexes.items():
             depth = min(_FIRST_DEPTH, x.index.ntotal)

@@ -7,8 +7,9 @@ saw counts as rare as its rarest, f = log |C|, as in `idf`), and merged with the
 neighbours by score: an added pair ranks exactly where the same pair would rank had the
 version's IDF table been built with it left out. IDF n-gram stores compare the reduced n-gram
 sets of query and pair width by width, and the neighbour carries the query span and the pair's
-n-gram that matched best. Dense stores take removals; added pairs need an IDF store (the
-encoder's vectors of a new pair are only made by a fold).
+n-gram that matched best. Dense n-gram stores score an added pair by the squared distance of
+its reduced n-gram vectors (the version's own encoder) to the query's, as FAISS scores the
+version's own; a pair is encoded once, when it is added.
 """
 
 from __future__ import annotations
@@ -30,7 +31,27 @@ from index_builder.retrieval.text import tokenize
 
 def scores_added(retriever: Retriever) -> bool:
     """Whether added pairs can be retrieved from a version searched by `retriever`."""
-    return isinstance(retriever, IdfSentenceRetriever | IdfNgramRetriever)
+    return isinstance(retriever, IdfSentenceRetriever | IdfNgramRetriever) or _dense(retriever)
+
+
+def _dense(retriever: Retriever) -> bool:
+    """A dense n-gram version (told apart without importing FAISS where none is used)."""
+    return hasattr(retriever, "search_encoded") and hasattr(retriever, "encoder")
+
+
+@dataclass(frozen=True)
+class _Vectors:
+    """The added pairs' n-gram vectors of one width, by the dense version's own encoder."""
+
+    vectors: np.ndarray  # (G, D) float64
+    norms: np.ndarray  # (G,) squared
+    owner: np.ndarray  # (G,) the added pair
+    start: np.ndarray  # (G,) its first sub-word
+
+
+# Encoded n-grams of added pairs by (encoder identity, pair key): an edit re-encodes only the
+# pairs it adds, not every pair added before it.
+DenseCache = dict[tuple[int, str], list[tuple[int, np.ndarray, int]]]
 
 
 def removed_ids(pairs: PairTexts, removed: Sequence[tuple[str, str, str]]) -> frozenset[int]:
@@ -61,7 +82,11 @@ class EditedRetriever:
     """`Retriever` over a version plus edits; `through` is the last edit it holds."""
 
     def __init__(
-        self, base: Retriever, state: EditState, removed: frozenset[int] = frozenset()
+        self,
+        base: Retriever,
+        state: EditState,
+        removed: frozenset[int] = frozenset(),
+        cache: DenseCache | None = None,
     ) -> None:
         self.base, self.state, self.removed = base, state, removed
         self.through = state.through
@@ -77,6 +102,9 @@ class EditedRetriever:
             self._stride = 1 if base.params.all_positions else None
         terms: IdfTerms | None = getattr(base, "terms", None)
         self._grams: dict[int, _Grams] = {}
+        self._dense: dict[int, _Vectors] = {}
+        if _dense(base) and self.added:
+            self._encode(base, cache if cache is not None else {})
         if terms is None or not self.added:
             return
         self._vocab, self._idf = terms.vocab, terms.idf
@@ -99,6 +127,71 @@ class EditedRetriever:
             weighted = matrix.multiply(self._f[None, :]).tocsr()
             total = np.asarray(weighted.sum(axis=1)).ravel()
             self._grams[w] = _Grams(weighted, total, np.asarray(owner), np.asarray(start))
+
+    def _encode(self, base: Any, cache: DenseCache) -> None:
+        """The added pairs' reduced n-gram vectors by the version's encoder (blocking: the
+        model runs; pairs encoded for an earlier overlay come from `cache`)."""
+        from index_builder.retrieval.encoder import encode_chunk
+
+        widths = base.params.widths
+        identity = id(base.encoder)
+        todo = [a for a in self.added if (identity, a.key) not in cache]
+        if todo:
+            ids = base.encoder.token_ids([a.source for a in todo])
+            present = [i for i, x in enumerate(ids) if x]
+            for a in todo:
+                cache[(identity, a.key)] = []
+            if present:
+                blocks = encode_chunk(base.encoder, [ids[i] for i in present], widths, False)
+                for w, block in zip(widths, blocks, strict=True):
+                    for v, r, a in zip(block.vectors, block.row, block.start, strict=True):
+                        key = todo[present[int(r)]].key
+                        cache[(identity, key)].append((w, v.astype(np.float64), int(a)))
+        self._pieces = [base.encoder.token_ids([a.source])[0] for a in self.added]
+        for w in widths:
+            rows = [
+                (p, v, a)
+                for p, pair in enumerate(self.added)
+                for width, v, a in cache[(identity, pair.key)]
+                if width == w
+            ]
+            if rows:
+                vectors = np.stack([v for _, v, _ in rows])
+                self._dense[w] = _Vectors(
+                    vectors,
+                    (vectors**2).sum(axis=1),
+                    np.asarray([p for p, _, _ in rows]),
+                    np.asarray([a for _, _, a in rows]),
+                )
+
+    def _dense_for(
+        self, q: int, ids: list[int], rows: dict[int, dict[tuple[int, int], int]], vectors: Any
+    ) -> list[Neighbour]:
+        """Each added pair at its nearest n-gram to one of query q's (score: minus the
+        squared distance, as the version scores its own)."""
+        from index_builder.retrieval.dense import SCORE_DECIMALS
+
+        base: Any = self.base
+        best: dict[int, tuple[float, tuple[int, int], int, int]] = {}
+        for w, grams in self._dense.items():
+            spans = ngram_spans(len(ids), w)
+            if not spans or w not in rows:
+                continue
+            qv = np.stack([vectors[w][rows[w][(q, a)]] for a, _ in spans]).astype(np.float64)
+            d = (qv**2).sum(axis=1)[:, None] + grams.norms[None, :] - 2 * qv @ grams.vectors.T
+            for g in range(d.shape[1]):
+                r = int(np.argmin(d[:, g]))
+                score = -max(0.0, float(d[r, g]))
+                p = int(grams.owner[g])
+                if p not in best or score > best[p][0]:
+                    best[p] = (score, spans[r], int(grams.start[g]), w)
+        out = []
+        for p, (score, span, start, w) in best.items():
+            pair = self.added[p]
+            matched = base.encoder.piece_text(self._pieces[p][start : start + w])
+            score = round(score, SCORE_DECIMALS)
+            out.append(Neighbour(-1, pair.source, pair.target, score, span, matched, pair.seq))
+        return out
 
     def _known(self, tokens: Sequence[str]) -> list[str]:
         ids = self._vocab.ids(list(tokens))
@@ -165,12 +258,22 @@ class EditedRetriever:
                 self.removed | set(exclude[q]) if exclude is not None else self.removed
                 for q in range(len(queries))
             ]
-        found = self.base.search(queries, k, exclude, **given)
-        if not self.added:
-            return found
+        if self._dense:  # one encoding of the queries for the version and the added pairs
+            base: Any = self.base
+            encoded = base.query_vectors(queries, given.get("states"))
+            found = base.search_encoded(encoded, k, exclude)
+            extra = [self._dense_for(q, encoded[0][q], encoded[1], encoded[2])
+                     for q in range(len(queries))]  # fmt: skip
+        else:
+            found = self.base.search(queries, k, exclude, **given)
+            if not self._grams:
+                return found
+            extra = [self._added_for(tokenize(q)) for q in queries]
         out = []
-        for q, hits in zip(queries, found, strict=True):
-            merged = list(hits) + self._added_for(tokenize(q))
+        for hits, added in zip(found, extra, strict=True):
+            mine = {(n.source, n.target) for n in added}
+            # a pair the version holds and an edit added again is served once, as the edit
+            merged = [n for n in hits if (n.source, n.target) not in mine] + added
             # stable: the version's own order first among equal scores
             merged.sort(key=lambda n: -n.score)
             out.append(merged[:k])

@@ -66,8 +66,7 @@ WHY = {
     "(a memory edit naming a pair the memory does not hold), or disabled "
     "(management routes without an admin key configured)",
     409: "conflict: the request contradicts the domain's state (the active version cannot be "
-    "deleted; no version to roll back to; no active version to edit or fold into; pairs added "
-    "live to a dense store)",
+    "deleted; no version to roll back to; no active version to edit or fold into)",
     413: "payload_too_large: the body exceeds max_body_bytes (max_upload_bytes for corpora)",
     422: "invalid_request (schema), invalid_input, limit_exceeded (names the limit, e.g. "
     "max_texts or max_json_depth), unsupported_language, activation_failed",

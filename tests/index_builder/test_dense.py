@@ -510,3 +510,40 @@ def test_random_queries_never_crash(flat: Path) -> None:
             for _ in range(20)]  # fmt: skip
     for found in r.search(junk, 4):
         assert len({n.pair_id for n in found}) == len(found) <= 4
+
+
+def test_live_edits_score_an_added_pair_as_the_version_does(flat: Path) -> None:
+    """Remove each query's best pair of the dense version and add it back as a live edit: it
+    is still the best neighbour, at the version's own score or better (the version's walk
+    gives a pair to the first query n-gram that finds it; the overlay scores an added pair
+    at its nearest n-gram), and no removed pair comes back from the version."""
+    from index_builder.edits import Edit, EditState, pair_key
+    from index_builder.retrieval.overlay import EditedRetriever, removed_ids
+
+    base = load_retriever(open_store(flat))
+    queries = QUERIES[:3]
+    want = base.search(queries, 4)
+    again = {n.pair_id for hits in want for n in hits[:1]}  # each query's best pair
+    edits, seq = [], 0
+    for i in sorted(again):
+        s, t = PAIRS[i].source, PAIRS[i].target
+        edits += [Edit(seq + 1, "delete", pair_key(s, t), s, t, 0.0),
+                  Edit(seq + 2, "add", pair_key(s, t), s, t, 0.0)]  # fmt: skip
+        seq += 2
+    state = EditState.of(edits)
+    assert len(state.added) == len(again)
+    cache: dict = {}
+    edited = EditedRetriever(base, state, removed_ids(base.pairs, state.removed), cache)
+    got = edited.search(queries, 4)
+    for w, g in zip(want, got, strict=True):
+        assert (g[0].source, g[0].target) == (w[0].source, w[0].target)
+        assert g[0].edit is not None and g[0].pair_id == -1
+        assert g[0].score >= w[0].score - 1e-4
+        if g[0].span == w[0].span:  # found by the same query n-gram: the very same score
+            assert g[0].score == pytest.approx(w[0].score, abs=1e-4)
+            assert g[0].matched == w[0].matched
+        assert not {n.pair_id for n in g} & set(removed_ids(base.pairs, state.removed))
+    # a second overlay re-encodes nothing: the cache holds every added pair
+    before = dict(cache)
+    EditedRetriever(base, state, removed_ids(base.pairs, state.removed), cache)
+    assert cache.keys() == before.keys()

@@ -159,8 +159,9 @@ def test_an_added_pair_scores_as_the_version_scores_it(method: str) -> None:
         Edit(2, "add", pair_key(s, t), s, t, 2.0),
     ]
     state = EditState.of(log.edits)
-    assert state.removed == () and len(state.added) == 1  # re-added: not removed
-    removed = removed_ids(pairs, [(pair_key(s, t), s, t)])
+    # re-added: the version's copy stays out, the edit's is served
+    assert state.removed == ((pair_key(s, t), s, t),) and len(state.added) == 1
+    removed = removed_ids(pairs, state.removed)
     assert removed == {0}
     edited = EditedRetriever(base, state, removed)
     queries = ["the file could not be saved", "could the file be saved"]
