@@ -7,8 +7,11 @@ import { activate, loadDomains, upload } from "./manage.js";
 import {
   addTerm,
   addToMemory,
+  importGlossary,
   loadGlossary,
+  loadSearch,
   prefillMemory,
+  scheduleSearch,
   stopCorrection,
   translateFile,
 } from "./panels.js";
@@ -72,7 +75,9 @@ function forgetKeys() {
 // only when its OpenAPI document lists them.
 const PANELS = {
   "memory-panel": "/v1/domains/{domain}/memory",
+  "search-panel": "/v1/domains/{domain}/memory",
   "glossary-panel": "/v1/domains/{domain}/glossary/terms",
+  "glossary-toggle": "/v1/domains/{domain}/glossary/terms",
   "file-panel": "/v1/files",
 };
 
@@ -104,6 +109,7 @@ function refreshAll() {
   loadInfo();
   if (location.hash === "#manage") loadDomains();
   loadGlossary();
+  loadSearch();
 }
 
 function wire() {
@@ -130,6 +136,7 @@ function wire() {
   $("domain").addEventListener("change", () => {
     for (const el of document.querySelectorAll(".domain-name")) el.textContent = $("domain").value;
     loadGlossary();
+    loadSearch();
   });
   $("memory-form").addEventListener("submit", addToMemory);
   $("memory-cancel").addEventListener("click", () => {
@@ -143,6 +150,13 @@ function wire() {
   });
   $("glossary-panel").addEventListener("toggle", loadGlossary);
   $("glossary-form").addEventListener("submit", addTerm);
+  $("glossary-import").addEventListener("submit", importGlossary);
+  $("search-panel").addEventListener("toggle", loadSearch);
+  $("search-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    loadSearch();
+  });
+  $("search-query").addEventListener("input", scheduleSearch);
   $("file-form").addEventListener("submit", translateFile);
   $("upload-form").addEventListener("submit", upload);
   $("upload-file").addEventListener("change", () => {

@@ -39,8 +39,51 @@ function editsText(e) {
   return `${e.seq} edit${e.seq === 1 ? "" : "s"}, ${pending}${e.bad_lines.length ? `, ${e.bad_lines.length} refused` : ""}`;
 }
 
+/** A size in bytes for people: 980 B, 12.3 KiB, 140 KiB, 2.1 MiB. */
+export function humanBytes(n) {
+  if (typeof n !== "number" || !Number.isFinite(n)) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = n;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  if (i === 0) return `${n} B`;
+  return `${v < 10 ? v.toFixed(1) : Math.round(v)} ${units[i]}`;
+}
+
+/** The cells of a version's row after its state: pairs and method, size on disk, when it was
+ * built (and, for a fold, from which version and through which edit). `info`: its entry of
+ * `version_info`; absent from an older service, then only the pairs this page knows. */
+function versionCells(d, v, info) {
+  if (!info) {
+    const pairs = v === d.active_version && d.pairs !== null ? d.pairs : state.sizes.get(v);
+    const size = pairs === undefined ? "" : `${pairs} pairs${v === d.active_version ? ", " + d.method : ""}`;
+    return [element("td", { class: "pairs", text: size }), element("td", { class: "size" }), element("td", { class: "built" })];
+  }
+  const pairs = typeof info.pairs === "number" ? `${info.pairs} pairs` : "– pairs";
+  const method = info.method ? element("span", { class: "hint", text: info.method }) : null;
+  const folded = info.folded_from
+    ? element("span", {
+        class: "hint folded",
+        text: `folded from ${info.folded_from} through edit ${info.edits_through}`,
+      })
+    : null;
+  const built = info.built_at
+    ? element("time", { datetime: info.built_at, text: formatTime(info.built_at) })
+    : document.createTextNode("–");
+  const signed = info.signed ? element("span", { class: "badge signed", text: "signed" }) : null;
+  return [
+    element("td", { class: "pairs" }, pairs, method),
+    element("td", { class: "size", title: `${info.size_bytes} bytes` }, humanBytes(info.size_bytes), signed),
+    element("td", { class: "built" }, built, folded),
+  ];
+}
+
 function domainCard(d) {
   const loaded = new Map(d.loaded.map((l) => [l.version, l]));
+  const infos = new Map((d.version_info || []).map((i) => [i.version, i]));
   const rows = d.versions
     .slice()
     .sort()
@@ -52,8 +95,6 @@ function domainCard(d) {
       if (loaded.has(v) && v !== d.active_version) {
         badges.push(element("span", { class: "badge inactive", text: `loaded, ${loaded.get(v).leases} leases` }));
       }
-      const pairs = v === d.active_version && d.pairs !== null ? d.pairs : state.sizes.get(v);
-      const size = pairs === undefined ? "" : `${pairs} pairs${v === d.active_version ? ", " + d.method : ""}`;
       const buttons = element("div", { class: "buttons" });
       if (v !== d.active_version) {
         buttons.append(
@@ -78,9 +119,9 @@ function domainCard(d) {
       return element(
         "tr",
         { "data-version": v },
-        element("td", { text: v }),
-        element("td", {}, ...badges),
-        element("td", { text: size }),
+        element("td", { class: "version", text: v }),
+        element("td", { class: "state" }, ...badges),
+        ...versionCells(d, v, infos.get(v)),
         element("td", {}, buttons),
       );
     });
@@ -138,7 +179,9 @@ function domainCard(d) {
               {},
               element("th", { scope: "col", text: "Version" }),
               element("th", { scope: "col", text: "State" }),
-              element("th", { scope: "col", text: "Size" }),
+              element("th", { scope: "col", text: "Pairs" }),
+              element("th", { scope: "col", text: "On disk" }),
+              element("th", { scope: "col", text: "Built" }),
               element("th", { scope: "col" }, element("span", { class: "visually-hidden", text: "Actions" })),
             ),
           ),

@@ -1,8 +1,8 @@
 // The translate view: languages, models and domains from /info, the translation and its
 // facts, and the neighbours with their matched spans.
 
-import { $, api, element, formatTime, show, state } from "./core.js";
-import { deletePair, prefillMemory, startCorrection } from "./panels.js";
+import { $, api, element, show, state } from "./core.js";
+import { addedText, originBadge, pairActions, prefillMemory } from "./panels.js";
 import { marked, queryRange, runs, sourceRanges, tokens, words } from "./spans.js";
 
 // --- languages, models and domains ---------------------------------------------------------
@@ -71,6 +71,7 @@ function request() {
     return_neighbours: $("show-neighbours").checked,
   };
   if ($("model").value) body.model = $("model").value;
+  if (!$("glossary-toggle").hidden && !$("apply-glossary").checked) body.glossary = false;
   return { body, lines };
 }
 
@@ -131,32 +132,10 @@ function neighbourItem(line, n, rank) {
     ? [[qToks[range[0]].start, qToks[range[1] - 1].end]]
     : runs(line, qToks, (t) => sourceWords.has(t.norm) && (!terms || terms.has(t.norm)));
   const queryWords = words(range ? qToks.slice(range[0], range[1]) : qToks);
-  const origin = n.origin === "edit" ? element("span", { class: "badge edit", text: "edit" }) : null;
+  const origin = n.origin === "edit" ? originBadge("edit") : null;
   const id = n.key ? `key ${n.key}` : `pair ${n.pair_id}`;
-  const at = n.edit && n.edit.at ? n.edit.at : n.added_at;
-  const added = at ? element("span", { text: `added ${formatTime(at)}${n.edit && n.edit.by ? " by " + n.edit.by : ""}` }) : null;
   const span = n.span ? element("span", { text: `tokens ${n.span[0]}–${n.span[1]}` }) : null;
-  const domain = state.last.request.domain;
-  const actions = n.key
-    ? element(
-        "div",
-        { class: "row" },
-        element("button", {
-          type: "button",
-          class: "secondary small",
-          text: "Correct",
-          "aria-label": `Correct the pair ${n.source}`,
-          onclick: () => startCorrection(domain, n),
-        }),
-        element("button", {
-          type: "button",
-          class: "danger small",
-          text: "Delete",
-          "aria-label": `Delete the pair ${n.source} from the memory`,
-          onclick: () => deletePair(domain, n),
-        }),
-      )
-    : null;
+  const actions = n.key ? pairActions(state.last.request.domain, n) : null;
   return element(
     "li",
     { class: "neighbour", "data-origin": n.origin || "store", "data-key": n.key || null },
@@ -168,7 +147,7 @@ function neighbourItem(line, n, rank) {
       element("span", { text: id }),
       span,
       origin,
-      added,
+      addedText(n),
     ),
     element(
       "p",

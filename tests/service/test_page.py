@@ -230,6 +230,27 @@ def domain_info(base: str, domain: str) -> dict:
     return resp.json()
 
 
+def finished(base: str, job: dict) -> str:
+    """Wait for a build job (an upload or a fold) to finish; the version it built."""
+    admin = {"X-Admin-Key": ADMIN}
+    deadline = time.monotonic() + 90
+    while job["state"] in ("queued", "running"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)
+        job = httpx.get(f"{base}/v1/jobs/{job['id']}", headers=admin).json()
+    assert job["state"] == "done", job
+    return job["result"]["version"]
+
+
+def version_of(base: str, domain: str, pairs: list[tuple[str, str]]) -> str:
+    """A store version of `pairs` built for `domain` through the API, not activated."""
+    admin = {"X-Admin-Key": ADMIN}
+    corpus = "".join(f"{s}\t{t}\n" for s, t in pairs).encode()
+    files = {"file": ("corpus.tsv", corpus, "text/plain")}
+    job = httpx.post(f"{base}/v1/domains/{domain}/corpora", headers=admin, files=files).json()
+    return finished(base, job)
+
+
 def built(base: str, domain: str, pairs: list[tuple[str, str]]) -> str:
     """`domain` serving a store of `pairs`, built and activated through the API (once per
     server); its version. Each test has domains of its own: xdist may run them anywhere."""
@@ -237,16 +258,7 @@ def built(base: str, domain: str, pairs: list[tuple[str, str]]) -> str:
     if info.status_code == 200 and info.json()["active_version"]:
         return info.json()["active_version"]
     admin = {"X-Admin-Key": ADMIN}
-    corpus = "".join(f"{s}\t{t}\n" for s, t in pairs).encode()
-    files = {"file": ("corpus.tsv", corpus, "text/plain")}
-    job = httpx.post(f"{base}/v1/domains/{domain}/corpora", headers=admin, files=files).json()
-    deadline = time.monotonic() + 90
-    while job["state"] in ("queued", "running"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.2)
-        job = httpx.get(f"{base}/v1/jobs/{job['id']}", headers=admin).json()
-    assert job["state"] == "done", job
-    version = job["result"]["version"]
+    version = version_of(base, domain, pairs)
     body = {"version": version}
     resp = httpx.post(f"{base}/v1/domains/{domain}/activate", headers=admin, json=body)
     assert resp.status_code == 200, resp.text
@@ -353,6 +365,55 @@ def test_management_rolls_back_and_deletes(page: Any, server: str, tmp_path: Pat
     assert domain_info(server, "guide")["versions"] == [first]
 
 
+SIZE = re.compile(r"^(\d+(?:\.\d)?) (B|KiB|MiB|GiB)")
+
+
+def test_version_details_show_each_versions_pairs(page: Any, server: str) -> None:
+    paths = httpx.get(f"{server}/openapi.json").json()["paths"]
+    if "/v1/domains/{domain}/memory/fold" not in paths:
+        pytest.skip("memory folds (POST /v1/domains/{domain}/memory/fold) are not served yet")
+    first = built(server, "shelf", MANUALS)
+    if "version_info" not in domain_info(server, "shelf"):
+        pytest.skip("GET /v1/domains/{domain} reports no version_info yet")
+    more = [*MANUALS, ("Open the file.", "Öffnen Sie die Datei."), ("Close it.", "Schließen.")]
+    second = version_of(server, "shelf", more)  # built, not activated
+    admin = {"X-Admin-Key": ADMIN}
+    pair = {"source": "The scanner is out of paper.", "target": "Der Scanner hat kein Papier mehr."}
+    added = httpx.post(f"{server}/v1/domains/shelf/memory", headers=admin, json=pair)
+    assert added.status_code == 201, added.text
+    seq = added.json()["edit"]["seq"]
+    fold = httpx.post(f"{server}/v1/domains/shelf/memory/fold", headers=admin)
+    assert fold.status_code == 202, fold.text
+    third = finished(server, fold.json())  # the first, with the edit folded in
+    info = domain_info(server, "shelf")
+    by_version = {v["version"]: v for v in info["version_info"]}
+    assert sorted(by_version) == sorted(info["versions"]) == sorted({first, second, third})
+    pairs = {first: len(MANUALS), second: len(more), third: len(MANUALS) + 1}
+    assert {v: i["pairs"] for v, i in by_version.items()} == pairs
+    assert (by_version[third]["folded_from"], by_version[third]["edits_through"]) == (first, seq)
+
+    page.goto(server + "/#manage")
+    card = page.locator("article[data-domain='shelf']")
+    expect(card.locator("tr[data-version]")).to_have_count(3)
+    for version, vi in by_version.items():
+        row = card.locator(f"tr[data-version='{version}']")
+        expect(row.locator("td.pairs")).to_contain_text(f"{pairs[version]} pairs")
+        expect(row.locator("td.pairs")).to_contain_text(vi["method"])
+        expect(row.locator("td.built time")).to_have_attribute("datetime", vi["built_at"])
+        # the size on disk, for people: within rounding of the service's byte count
+        expect(row.locator("td.size")).to_have_attribute("title", f"{vi['size_bytes']} bytes")
+        shown = SIZE.match(row.locator("td.size").inner_text())
+        assert shown, row.locator("td.size").inner_text()
+        scale = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}[shown[2]]
+        assert abs(float(shown[1]) * scale - vi["size_bytes"]) <= 0.05 * vi["size_bytes"]
+        folded = row.locator(".folded")
+        if version == third:
+            expect(folded).to_have_text(f"folded from {first} through edit {seq}")
+        else:
+            expect(folded).to_have_count(0)
+    expect(card.locator(f"tr[data-version='{first}'] .badge.active")).to_have_text("active")
+
+
 def test_errors_show_the_services_message(page: Any, server: str) -> None:
     page.goto(server + "/#manage")
     enter_admin_key(page, "wrong-key")
@@ -405,6 +466,84 @@ def test_an_added_pair_is_retrieved_in_the_next_translation(page: Any, server: s
     assert (info["pairs"], info["edits"]["pending"]) == (len(MANUALS) + 1, 0)
 
 
+def test_memory_search_finds_a_pair_and_corrects_it(page: Any, server: str) -> None:
+    paths = httpx.get(f"{server}/openapi.json").json()["paths"]
+    if "/v1/domains/{domain}/memory" not in paths:
+        pytest.skip("memory edits (GET /v1/domains/{domain}/memory) are not served yet")
+    built(server, "lookup", MANUALS)
+    admin = {"X-Admin-Key": ADMIN}
+    source, target = "The scanner is out of paper.", "Der Scanner hat kein Papier mehr."
+    pair = {"source": source, "target": target}
+    added = httpx.post(f"{server}/v1/domains/lookup/memory", headers=admin, json=pair)
+    assert added.status_code == 201, added.text
+    key = added.json()["edit"]["key"]
+    page.goto(server + "/")
+    enter_admin_key(page)
+    expect(page.locator("#domain option[value='lookup']")).to_have_count(1)
+    page.select_option("#domain", "lookup")
+    page.click("#search-panel summary")
+    results = page.locator("#search-results li")
+    # the box empty: the domain's newest edits, here the one just added
+    expect(page.locator("#search-title")).to_have_text("Newest edits")
+    expect(results).to_have_count(1)
+    expect(results.first).to_have_attribute("data-key", key)
+    expect(results.first.locator(".badge")).to_have_text("added")
+    expect(results.first.locator(".source")).to_contain_text(source)
+
+    query = "printer is out of paper"
+    page.fill("#search-query", query)
+    page.click("#search-send")
+    expect(page.locator(f"#search-results[data-query='{query}']")).to_have_count(1)
+    params = {"q": query, "limit": 20}
+    found = httpx.get(f"{server}/v1/domains/lookup/memory", params=params).json()["pairs"]
+    assert found[0]["key"] == key and found[0]["origin"] == "edit"
+    assert any(n["origin"] == "store" for n in found)  # "The printer is not responding."
+    expect(page.locator("#search-title")).to_have_text(f"Best matches for “{query}”")
+    expect(results).to_have_count(len(found))
+    for i, n in enumerate(found):
+        row = results.nth(i)
+        expect(row).to_have_attribute("data-key", n["key"])
+        expect(row.locator(".badge")).to_have_text(n["origin"])  # edit, or store
+        expect(row.locator(".source")).to_contain_text(n["source"])
+        expect(row.locator(".target")).to_contain_text(n["target"])
+        expect(row.locator("[data-action]")).to_have_count(2)  # Correct, Delete
+
+    # corrected from the results: the memory form takes it, the results show the change
+    results.first.locator("[data-action='correct']").click()
+    expect(page.locator("#memory-source")).to_have_value(source)
+    expect(page.locator("#memory-target")).to_have_value(target)
+    expect(page.locator("#memory-target")).to_be_focused()
+    fixed = "Im Scanner ist kein Papier mehr."
+    page.fill("#memory-target", fixed)
+    page.click("#memory-add")
+    expect(page.locator("#memory-status")).to_contain_text("Corrected in lookup's memory")
+    after = httpx.get(f"{server}/v1/domains/lookup/memory", params=params).json()["pairs"]
+    assert (after[0]["source"], after[0]["target"]) == (source, fixed)
+    assert target not in [n["target"] for n in after]
+    expect(results.first).to_have_attribute("data-key", after[0]["key"])
+    expect(results.first.locator(".target")).to_have_text("Target" + fixed)
+    expect(results).to_have_count(len(after))
+
+    # the box emptied: the correction is the newest edit; the pair it replaced has no buttons
+    page.fill("#search-query", "")
+    expect(page.locator("#search-title")).to_have_text("Newest edits")
+    expect(results).to_have_count(2)
+    expect(results.nth(0)).to_have_attribute("data-op", "correct")
+    expect(results.nth(0)).to_have_attribute("data-key", after[0]["key"])
+    expect(results.nth(1)).to_have_attribute("data-key", key)
+    expect(results.nth(1).locator("[data-action]")).to_have_count(0)
+    # deleted from there: gone from the memory
+    results.nth(0).locator("[data-action='delete']").click()
+    confirm(page)
+    expect(page.locator("#search-status")).to_have_text(
+        f"Deleted pair {after[0]['key']} from lookup's memory."
+    )
+    expect(results).to_have_count(3)
+    expect(results.nth(0)).to_have_attribute("data-op", "delete")
+    gone = httpx.get(f"{server}/v1/domains/lookup/memory", params=params).json()["pairs"]
+    assert source not in [n["source"] for n in gone]
+
+
 def test_a_glossary_term_is_used(page: Any, server: str) -> None:
     paths = httpx.get(f"{server}/openapi.json").json()["paths"]
     if "/v1/domains/{domain}/glossary/terms" not in paths:
@@ -427,6 +566,103 @@ def test_a_glossary_term_is_used(page: Any, server: str) -> None:
     page.click("#glossary-terms button")
     confirm(page)
     expect(page.locator("#glossary-terms tr")).to_have_count(0)
+
+
+def test_a_glossary_file_is_imported_and_used(page: Any, server: str) -> None:
+    paths = httpx.get(f"{server}/openapi.json").json()["paths"]
+    if "/v1/domains/{domain}/glossary" not in paths:
+        pytest.skip("glossary imports (POST /v1/domains/{domain}/glossary) are not served yet")
+    built(server, "imports", MANUALS)
+    page.goto(server + "/")
+    enter_admin_key(page)
+    text = "The printer is not responding."
+    before = translate(page, text, domain="imports")["results"][0]
+    assert "Druckgerät" not in before["translation"]
+    page.click("#glossary-panel summary")
+    expect(page.locator("#glossary-status")).to_have_text("No terms yet.")
+    # a file with a bad row: the service's own message, nothing imported
+    bad = b"source,target\nprinter\n"
+    refused = httpx.post(
+        f"{server}/v1/domains/imports/glossary",
+        headers={"X-Admin-Key": ADMIN},
+        files={"file": ("bad.csv", bad, "text/csv")},
+    )
+    assert refused.status_code == 422, refused.text
+    page.set_input_files(
+        "#glossary-file", files=[{"name": "bad.csv", "mimeType": "text/csv", "buffer": bad}]
+    )
+    page.click("#glossary-import-send")
+    expect(page.locator("#glossary-import-status")).to_have_text(refused.json()["error"]["message"])
+    expect(page.locator("#glossary-terms tr")).to_have_count(0)
+
+    terms = "source,target,note\nprinter,Druckgerät,UI term\nspooler,Druckwarteschlange,\n"
+    page.set_input_files(
+        "#glossary-file",
+        files=[{"name": "terms.csv", "mimeType": "text/csv", "buffer": terms.encode()}],
+    )
+    with page.expect_response(
+        lambda r: r.url.endswith("/v1/domains/imports/glossary") and r.request.method == "POST"
+    ) as answer:
+        page.click("#glossary-import-send")
+    out = answer.value.json()
+    assert (out["domain"], out["count"], out["changed"], out["skipped"]) == ("imports", 2, 2, 0)
+    expect(page.locator("#glossary-import-status")).to_have_text(
+        "terms.csv merged: 2 terms changed; imports's glossary has 2 terms"
+        f" (version {out['version']})."
+    )
+    glossary = httpx.get(f"{server}/v1/domains/imports/glossary").json()
+    assert glossary["version"] == out["version"]
+    rows = page.locator("#glossary-terms tr")
+    expect(rows).to_have_count(len(glossary["terms"]))
+    for i, t in enumerate(glossary["terms"]):
+        cells = [t["source"], t["target"], t["note"], "Delete"]
+        expect(rows.nth(i).locator("td")).to_have_text(cells)
+    assert {(t["source"], t["target"]) for t in glossary["terms"]} == {
+        ("printer", "Druckgerät"),
+        ("spooler", "Druckwarteschlange"),
+    }
+    after = translate(page, text, domain="imports")["results"][0]
+    assert "Druckgerät" in after["translation"]
+    assert after["glossary_version"] == out["version"]
+    expect(page.locator("#fact-glossary")).to_have_text(out["version"])
+
+
+def test_glossary_off_gives_the_plain_translation(page: Any, server: str) -> None:
+    paths = httpx.get(f"{server}/openapi.json").json()["paths"]
+    if "/v1/domains/{domain}/glossary/terms" not in paths:
+        pytest.skip("glossaries (PUT /v1/domains/{domain}/glossary/terms) are not served yet")
+    built(server, "plain", MANUALS)
+    text = "The printer is not responding."
+    body = {"texts": [text], "domain": "plain", "glossary": False}
+    plain = httpx.post(f"{server}/v1/translate", json=body).json()["results"][0]
+    assert "Druckgerät" not in plain["translation"]
+    term = {"source": "printer", "target": "Druckgerät"}
+    headers = {"X-Admin-Key": ADMIN}
+    put = httpx.put(f"{server}/v1/domains/plain/glossary/terms", headers=headers, json=term)
+    assert put.status_code == 200, put.text
+    page.goto(server + "/")
+    expect(page.locator("#apply-glossary")).to_be_checked()
+    used = translate(page, text, domain="plain")["results"][0]
+    assert "Druckgerät" in used["translation"]
+    expect(page.locator("#fact-glossary-row")).to_be_visible()
+
+    page.uncheck("#apply-glossary")
+    page.fill("#text", text)
+    with page.expect_response(lambda r: r.url.endswith("/v1/translate")) as answer:
+        page.click("#translate-button")
+    assert answer.value.request.post_data_json["glossary"] is False
+    (off,) = answer.value.json()["results"]
+    assert off["translation"] == plain["translation"]
+    assert "glossary_version" not in off
+    expect(page.locator("#translation")).to_have_text(plain["translation"])
+    expect(page.locator("#fact-glossary-row")).to_be_hidden()
+
+    page.check("#apply-glossary")  # on again: the request says nothing, the term is back
+    page.fill("#text", text)
+    with page.expect_response(lambda r: r.url.endswith("/v1/translate")) as answer:
+        page.click("#translate-button")
+    assert "glossary" not in answer.value.request.post_data_json
+    expect(page.locator("#translation")).to_have_text(used["translation"])
 
 
 PO = """msgid ""
