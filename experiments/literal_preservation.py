@@ -40,6 +40,16 @@ POOL: dict[str, list[str]] = {
     "path": ["/etc/ragmt/config.yaml", "~/Documents/report.odt", "./configure", "/var/log/syslog"],
     "number": ["42", "3.14", "1,024", "12:30", "2026", "75%"],
     "placeholder": ["%s", "%d", "%1$s", "%1", "{name}", "{0}", "$HOME", "${USER}", "%APPDATA%"],
+    "template": [  # named printf and template placeholders of localisation files
+        "%(name)s",
+        "%(count)d",
+        "{{ name }}",
+        "{{limit}}",
+        "{% if user %}",
+        "%{name}",
+        "%<count>d",
+        "{count, number}",
+    ],
     "emoji": ["😀", "👍", "🎉", "⚠️", "👩‍💻"],
     "markup": ["<b>", "<i>", '<a href="https://example.org">', "<code>"],
 }

@@ -24,6 +24,7 @@ from typing import Protocol
 
 __all__ = [
     "KINDS",
+    "TEMPLATE_PLACEHOLDER",
     "Masked",
     "Terms",
     "find_literals",
@@ -35,6 +36,17 @@ __all__ = [
     "unmask",
 ]
 
+_CONVERSION = r"[sdifuxXoeEgGcp@]"  # a printf conversion
+_SIZE = r"\d*(?:\.\d+)?(?:l{1,2}|h|z)?"  # its width, precision and length
+# Named and template placeholders of localisation files, which `service.documents` also
+# keeps out of a file's text; `{` or `%` followed by a word, a space or a lone brace is text.
+TEMPLATE_PLACEHOLDER = (
+    r"\{\{\{[^{}\n]{0,200}\}\}\}|\{\{[^{}\n]{0,200}\}\}"  # {{{ raw }}} {{ name }} {{name}}
+    r"|\{%[^{}\n]{0,200}%\}|\{#[^{}\n]{0,200}#\}"  # {% tag %} {# comment #}
+    r"|%\([^()\s]{1,64}\)[-+#0]*\d*(?:\.\d+)?[sdifuxXoeEgGcr]"  # Python %(name)s %(x).2f
+    r"|%\{[A-Za-z_]\w*\}|%<[A-Za-z_]\w*>[-+#0]*\d*(?:\.\d+)?[sdifuxXoeEgGcbBaAp]"  # Ruby
+    r"|\{\s*\w+\s*,\s*(?:number|date|time|duration|ordinal|spellout)\s*(?:,[^{}\n]{0,64})?\}"  # ICU
+)
 # Each kind's pattern; the first that matches at a position wins, longer kinds first.
 KINDS: dict[str, str] = {
     "markup": r"</?[A-Za-z][\w:.-]*(?:\s+[^<>]*?)?/?>|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z]\w*);",
@@ -45,8 +57,10 @@ KINDS: dict[str, str] = {
         r"|\b[A-Za-z]:\\(?:[\w.@%+~-]+\\?)*[\w.@%+~-]"
     ),
     "placeholder": (
-        r"%(?:\d+\$)?[-+ #0]*\d*(?:\.\d+)?(?:l{1,2}|h|z)?[sdifuxXoeEgGcp@]"  # printf
-        r"|%\d+|%[A-Za-z_]\w*%"  # Qt %1, Windows %APPDATA%
+        TEMPLATE_PLACEHOLDER
+        + rf"|%(?:\d+\$)?[-+#0]*{_SIZE}{_CONVERSION}"  # printf %s %1$d %-5.2f
+        + rf"|%(?:\d+\$)?[-+#0]* [-+ #0]*{_SIZE}{_CONVERSION}(?!\w|\.\w)"  # % d, not "% sign"
+        + r"|%L?\d+|%n(?!\w)|%[A-Za-z_]\w*%"  # Qt %1 %L1 %n, Windows %APPDATA%
         r"|\{[\w.:!-]*\}|\$\{\w+\}|\$\(\w+\)|\$\w+\$?"  # {name} {0} ${VAR} $(VAR) $VAR $name$
     ),
     "number": r"(?<![\w.,:])\d+(?:[.,:/-]\d+)*%?(?![\w])",  # 3.14 1,024 12:30 2002-03-31

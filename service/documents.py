@@ -7,13 +7,13 @@ targets in at those offsets, so every other byte (comments, layout, attribute or
 line endings, encoding) stays as it was.
 
 What the model reads of a source is its text with each inline code (an XLIFF element such as
-`<g>`, `<x/>`, `<ph>`) and each placeholder that `models.literals` does not mask itself
-(`%(name)s`, `{{ name }}`, `{% tag %}`) replaced by a token, `<gN>`...`</gN>` around
-translatable content, `<xN/>` for the rest. Tokens are markup to that masking, so the
-translation keeps them; `restore` puts back the exact original of each, and one the
-translation lost (or misnested) at the start or end of the text, so a target is always
-well-formed. Texts are translated one line at a time (what the model was trained on), and
-each distinct line of a file once.
+`<g>`, `<x/>`, `<ph>`) and each named or template placeholder (`%(name)s`, `%{name}`,
+`{{ name }}`, `{% tag %}`: `models.literals.TEMPLATE_PLACEHOLDER`) replaced by a token,
+`<gN>`...`</gN>` around translatable content, `<xN/>` for the rest. Tokens are markup to the
+literal masking of `models.literals`, so the translation keeps them; `restore` puts back the
+exact original of each, and one the translation lost (or misnested) at the start or end of
+the text, so a target is always well-formed. Texts are translated one line at a time (what
+the model was trained on), and each distinct line of a file once.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import codecs
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from models.literals import TEMPLATE_PLACEHOLDER
 
 __all__ = [
     "Code",
@@ -44,12 +46,9 @@ class LanguageMismatch(DocumentError):
     """The languages a file declares are not the ones a request asks for."""
 
 
-# Placeholders that models.literals does not mask (it does printf, Qt, `{name}`, `${VAR}`):
-# Python's named printf, and the braces of Jinja, Twig, Django and Mustache templates.
-PROTECTED = re.compile(
-    r"%\([^()\s]{1,64}\)[-+ #0]*\d*(?:\.\d+)?[sdifuxXoeEgGcr]"
-    r"|\{\{[^{}\n]{0,200}\}\}|\{%[^{}\n]{0,200}%\}"
-)
+# Named printf (Python, Ruby) and template placeholders (Jinja, Twig, Django, Mustache,
+# Angular, ICU), as models.literals finds them.
+PROTECTED = re.compile(TEMPLATE_PLACEHOLDER)
 _LETTER = re.compile(r"[^\W\d_]")
 _LINE_BREAK = re.compile(r"(\s*(?:\r\n|\r|\n)\s*)")
 

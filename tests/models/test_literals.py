@@ -28,6 +28,23 @@ pytestmark = pytest.mark.unit
         ("Set $HOME first.", "placeholder", "$HOME"),
         ("Set ${USER} first.", "placeholder", "${USER}"),
         ("It is in %APPDATA% somewhere.", "placeholder", "%APPDATA%"),
+        ("Hello %(name)s, welcome.", "placeholder", "%(name)s"),
+        ("Deleted %(count)d files.", "placeholder", "%(count)d"),
+        ("It costs %(x).2f euros.", "placeholder", "%(x).2f"),
+        ("Hello {{ name }}, welcome.", "placeholder", "{{ name }}"),
+        ("Hello {{name}}, welcome.", "placeholder", "{{name}}"),
+        ("At most {{ limit }} items.", "placeholder", "{{ limit }}"),
+        ("Due {{ date | date:'short' }} here.", "placeholder", "{{ date | date:'short' }}"),
+        ("Raw {{{ body }}} here.", "placeholder", "{{{ body }}}"),
+        ("{% if user %}Welcome back{% endif %}", "placeholder", "{% if user %}"),
+        ("Saved {# a note #} now.", "placeholder", "{# a note #}"),
+        ("Hello %{name}, welcome.", "placeholder", "%{name}"),
+        ("Deleted %<count>d files.", "placeholder", "%<count>d"),
+        ("You have {count, number} files.", "placeholder", "{count, number}"),
+        ("Saved on {0, date, short} here.", "placeholder", "{0, date, short}"),
+        ("Deleted %n file(s).", "placeholder", "%n"),
+        ("Page %L1 of %L2.", "placeholder", "%L1"),
+        ("Balance: % d.", "placeholder", "% d"),
         ("It costs 3.14 euros.", "number", "3.14"),
         ("Meet at 12:30 today.", "number", "12:30"),
         ("Done at 75% now.", "number", "75%"),
@@ -46,6 +63,67 @@ def test_each_kind_is_found(text: str, kind: str, literal: str) -> None:
 @pytest.mark.parametrize("text", ["and/or", "MP3 player", "x86_64 build", "Version two", "e.g."])
 def test_words_with_digits_or_slashes_are_not_literals(text: str) -> None:
     assert find_literals(text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a lone % sign",
+        "50 % discount",
+        "5 % e.g. here",
+        "a 5%(approx) rise",
+        "50% {",
+        "brace { and } alone",
+        "an open {{ brace and } one",
+        "{count, plural, one {# item} other {# items}}",
+        "the %<bool%> keyword",
+        "%{1 }",
+    ],
+)
+def test_percent_signs_and_braces_in_text_are_not_placeholders(text: str) -> None:
+    assert [(text[a:b], k) for a, b, k in find_literals(text) if k != "number"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "literals"),
+    [
+        ("100% done", ("100%",)),
+        ("1%% corresponds to 0.0001", ("1%", "0.0001")),  # "% c" of "corresponds" is text
+        ("Open 50% {{ x }} now", ("50%", "{{ x }}")),
+    ],
+)
+def test_a_percent_after_a_number_stays_with_it(text: str, literals: tuple[str, ...]) -> None:
+    assert tuple(text[a:b] for a, b, _ in find_literals(text)) == literals
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello %(name)s, you have %(count)d new messages worth %(total).2f euros.",
+        "Hi {{ user.name }}, at most {{limit}} of {{{ raw }}} items remain.",
+        "{% if admin %}Delete the {{ kind }}{% endif %} now.",
+        "Hello %{name}, you have %<count>d new messages.",
+        "Send %s to {name} at %(host)s via ${PROTO} or {{ url }}, see /etc/hosts and 42 more.",
+        "Saved %n file(s) on {0, date, short} for %1 and %L2 at 75%.",
+    ],
+)
+def test_named_and_template_placeholders_are_masked_and_restored_exactly(text: str) -> None:
+    m = mask(text)
+    assert not any(c in m.text for c in "%$") and "{{" not in m.text
+    assert "".join(m.literals) and all(x in text for x in m.literals)
+    assert unmask(m.text, m) == text  # the model copied every mask
+    shuffled = " ".join(reversed(m.text.split()))  # the model moved them
+    out = unmask(shuffled, m)
+    assert all(out.count(x) == text.count(x) for x in m.literals)
+
+
+def test_a_template_placeholder_is_one_literal_with_the_others() -> None:
+    m = mask("Hello %(name)s, {{ count }} files in /tmp/x for {user}.")
+    assert m.text == "Hello {1}, {2} files in {3} for {4}."
+    assert m.literals == ("%(name)s", "{{ count }}", "/tmp/x", "{user}")
+    assert unmask("Hallo {1}, {2} Dateien in {3} für {4}.", m) == (
+        "Hallo %(name)s, {{ count }} Dateien in /tmp/x für {user}."
+    )
 
 
 def test_mask_numbers_literals_and_restores_them() -> None:
@@ -102,7 +180,20 @@ def test_a_neighbour_gets_the_request_masks_where_both_sides_hold_the_literal() 
 
 words = st.text(alphabet="abcdefghij XYZ", min_size=1, max_size=12)
 literal = st.sampled_from(
-    ["https://a.org/x", "me@a.org", "/etc/x.conf", "%s", "{n}", "42", "😀", "<b>", "</b>"]
+    [
+        "https://a.org/x",
+        "me@a.org",
+        "/etc/x.conf",
+        "%s",
+        "{n}",
+        "%(n)s",
+        "{{ n }}",
+        "%{n}",
+        "42",
+        "😀",
+        "<b>",
+        "</b>",
+    ]
 )
 
 
