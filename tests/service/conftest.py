@@ -5,9 +5,14 @@ The tiny real bundle they serve (`bundle`) is built once per session in tests/co
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import httpx
@@ -82,3 +87,35 @@ async def serving(app: FastAPI) -> AsyncIterator[str]:
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, 30)
+
+
+@contextmanager
+def ragmt_serve(work: Path, settings: dict[str, str]) -> Iterator[tuple[str, dict[str, str]]]:
+    """A real `ragmt serve` process on a free loopback port with `settings` (RAGMT_*) on top
+    of this environment, without Redis, ready; yields its base URL and environment. Its log is
+    `work/server.log`; SIGTERM on exit."""
+    port = free_port()
+    env = {**os.environ, **settings, "RAGMT_PORT": str(port), "OMP_NUM_THREADS": "1"}
+    env.pop("RAGMT_REDIS_URL", None)
+    log = work / "server.log"
+    code = "from service.cli import app; app(prog_name='ragmt')"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, "serve"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server never became ready"
+            time.sleep(0.2)
+        yield base, env
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)

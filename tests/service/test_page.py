@@ -9,11 +9,7 @@ builds the domains it reads, so that any of them runs alone or on any xdist work
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +22,7 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.routes.page import DOCS_FILES, PAGE_DIR, PAGE_FILES, docs_dir
 from service.settings import Settings
-from tests.service.conftest import free_port
+from tests.service.conftest import ragmt_serve
 
 pytestmark = pytest.mark.system
 
@@ -83,39 +79,14 @@ def span_text(text: str, span: list[int]) -> str:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real `ragmt serve` of the committed model on a free port; yields its base URL."""
     work = tmp_path_factory.mktemp("page-server")
-    port = free_port()
-    env = {
-        **os.environ,
+    settings = {
         "RAGMT_MODEL_PATH": str(MODEL),
         "RAGMT_STORES_DIR": str(work / "stores"),
         "RAGMT_ADMIN_KEY": ADMIN,
-        "RAGMT_PORT": str(port),
         "RAGMT_INSTALL_MEMORIES": "0",
-        "OMP_NUM_THREADS": "1",
     }
-    env.pop("RAGMT_REDIS_URL", None)
-    log = work / "server.log"
-    code = "from service.cli import app; app(prog_name='ragmt')"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code, "serve"], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server never became ready"
-            time.sleep(0.2)
+    with ragmt_serve(work, settings) as (base, _):
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
 
 
 @pytest.fixture(scope="module")

@@ -7,15 +7,10 @@ curl, jq) against a real `ragmt serve` process."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,7 +18,6 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlsplit
 
-import httpx
 import pytest
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
@@ -33,6 +27,7 @@ from service.deps import require_admin
 from service.routes.memory import memory_editor
 from service.schemas import LibreDetectRequest, LibreTranslateRequest
 from service.settings import Settings
+from tests.service.conftest import ragmt_serve
 
 pytestmark = pytest.mark.unit
 
@@ -336,12 +331,6 @@ def test_settings_table_defaults_match_the_code() -> None:
 # --- the walk-through, as written -----------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _json_values(text: str) -> list[Any]:
     """The JSON documents curl printed one after another (no separators)."""
     decoder, out, i = json.JSONDecoder(), [], 0
@@ -357,39 +346,14 @@ def _json_values(text: str) -> list[Any]:
 @contextmanager
 def _server(bundle: Path, tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
     """A real `ragmt serve` on a free port, ready; yields the port and its environment."""
-    port = _free_port()
-    env = {
-        **os.environ,
+    settings = {
         "RAGMT_MODEL_PATH": str(bundle),
         "RAGMT_STORES_DIR": str(tmp_path / "stores"),
         "RAGMT_ADMIN_KEY": "walkthrough-key",
-        "RAGMT_PORT": str(port),
         "RAGMT_BEAM_SIZE": "1",
-        "OMP_NUM_THREADS": "1",
     }
-    env.pop("RAGMT_REDIS_URL", None)
-    log = tmp_path / "server.log"
-    code = "from service.cli import app; app(prog_name='ragmt')"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-c", code, "serve"], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server never became ready"
-            time.sleep(0.2)
-        yield port, env
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(30)
+    with ragmt_serve(tmp_path, settings) as (base, env):
+        yield int(base.rsplit(":", 1)[1]), env
 
 
 def _run_script(block: str, port: int, env: dict[str, str], work: Path) -> str:
