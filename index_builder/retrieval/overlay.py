@@ -211,12 +211,15 @@ class EditedRetriever:
         data = np.ones(len(indices), dtype=np.float64)
         return sp.csr_matrix((data, indices, indptr), shape=(len(rows), len(self._f)))
 
-    def _added_for(self, tokens: list[str]) -> list[Neighbour]:
-        """Each added pair that shares a term with the query, at its best score over the
-        query's n-grams and its own, ``sim = 3 |X ∩ Y|_f - |X|_f - |Y|_f``."""
-        best: dict[int, tuple[float, tuple[int, int] | None, int, int]] = {}
+    def _added_for(self, tokens: list[str], k: int) -> list[Neighbour]:
+        """The k best added pairs that share a term with the query, each at its best score
+        over the query's n-grams and its own, ``sim = 3 |X ∩ Y|_f - |X|_f - |Y|_f`` (ties: the
+        wider width, then the earlier n-gram)."""
+        parts = []  # per width: (scores, owners, spans' rows, grams)
+        spans_of: dict[int, list[tuple[int, int]]] = {}
         for w, grams in self._grams.items():
             spans = ngram_spans(len(tokens), w) if w else [(0, len(tokens))]
+            spans_of[w] = spans
             rows = [self._ids(tokens[a:b]) for a, b in spans]
             query = self._matrix(rows)
             mass = np.asarray(
@@ -226,21 +229,27 @@ class EditedRetriever:
             keep = shared.data > 0
             r, g = shared.row[keep], shared.col[keep]
             score = 3 * shared.data[keep] - mass[r] - grams.total[g]
-            for i in np.argsort(-score, kind="stable"):
-                p = int(grams.owner[g[i]])
-                if p not in best or score[i] > best[p][0]:
-                    span = spans[r[i]] if w else None
-                    best[p] = (float(score[i]), span, int(grams.start[g[i]]), w)
+            parts.append((score, grams.owner[g], r, g, np.full(len(g), w)))
+        if not parts:
+            return []
+        score, owner, row, gram, width = (np.concatenate(x) for x in zip(*parts, strict=True))
+        order = np.argsort(-score, kind="stable")
+        _, first = np.unique(owner[order], return_index=True)  # each pair's best entry
+        best = order[np.sort(first)]  # in score order
         out = []
-        for p, (score, span, start, w) in best.items():
+        for i in best[np.argsort(-score[best], kind="stable")][:k]:
+            p, w = int(owner[i]), int(width[i])
             pair = self.added[p]
             if w:
+                start = int(self._grams[w].start[gram[i]])
                 matched = " ".join(self._tokens[p][start : start + w])
+                span: tuple[int, int] | None = spans_of[w][int(row[i])]
             else:
                 theirs = set(self._tokens[p])
                 matched = " ".join(t for t in dict.fromkeys(tokens) if t in theirs)
-            out.append(Neighbour(-1, pair.source, pair.target, round(score, 9), span, matched,
-                                 pair.seq))  # fmt: skip
+                span = None
+            score_i = round(float(score[i]), 9)
+            out.append(Neighbour(-1, pair.source, pair.target, score_i, span, matched, pair.seq))
         return out
 
     def search(
@@ -268,7 +277,7 @@ class EditedRetriever:
             found = self.base.search(queries, k, exclude, **given)
             if not self._grams:
                 return found
-            extra = [self._added_for(tokenize(q)) for q in queries]
+            extra = [self._added_for(tokenize(q), k) for q in queries]
         out = []
         for hits, added in zip(found, extra, strict=True):
             mine = {(n.source, n.target) for n in added}

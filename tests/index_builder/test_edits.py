@@ -190,3 +190,51 @@ def test_removed_pairs_are_never_retrieved_and_new_terms_count() -> None:
     (hits,) = edited.search(["Click Frobnicate"], 2)
     assert hits[0].edit == 1 and hits[0].pair_id == -1 and hits[0].target.endswith("Frobnizieren")
     assert hits[0].matched == "click frobnicate" and hits[0].span == (0, 2)
+
+
+def test_added_pairs_are_scored_as_brute_force_does() -> None:
+    """The overlay's sparse scoring of added pairs against the formula computed by hand for
+    every (query n-gram, pair n-gram) of each width, on random sentences."""
+    import math
+
+    from index_builder.edits import AddedPair
+    from index_builder.retrieval.ngrams import ngram_spans
+    from index_builder.retrieval.text import tokenize
+
+    rng = random.Random(3)
+    words = "red blue green tree house one two three four five rare unseen".split()
+
+    def sentence() -> str:
+        return " ".join(rng.choice(words[:10]) for _ in range(rng.randint(2, 9)))
+
+    base = IdfNgramRetriever.build(
+        _pairs([(sentence(), "x") for _ in range(60)]), IdfNgramParams(widths=(4, 2))
+    )
+    added = [sentence() + (" unseen" if i % 3 == 0 else "") for i in range(40)]
+    state = EditState(40, tuple(AddedPair(pair_key(s, "t"), s, "t", i + 1, 0.0, None)
+                                for i, s in enumerate(added)))  # fmt: skip
+    edited = EditedRetriever(base, state)
+    terms = base.terms
+
+    def f(t: str) -> float:
+        i = int(terms.vocab.ids([t])[0])
+        return float(terms.idf[i]) if i >= 0 else math.log(terms.n_sentences)
+
+    for _ in range(20):
+        q = tokenize(sentence() + " rare")
+        best: dict[int, float] = {}
+        for p, s in enumerate(added):
+            toks = tokenize(s)
+            for w in (4, 2):
+                for a, b in ngram_spans(len(q), w):
+                    x = set(q[a:b])
+                    for c, d in ngram_spans(len(toks), w):
+                        y = set(toks[c:d])
+                        if not any(f(t) > 0 for t in x & y):
+                            continue
+                        sim = 2 * sum(f(t) for t in x & y) - sum(f(t) for t in x | y)
+                        best[p] = max(best.get(p, -math.inf), sim)
+        want = sorted(best.values(), reverse=True)[:5]
+        got = edited._added_for(q, 5)
+        assert [n.score for n in got] == pytest.approx(want, abs=1e-6)
+        assert all(best[n.edit - 1] == pytest.approx(n.score, abs=1e-6) for n in got)
