@@ -58,6 +58,8 @@ KINDS: dict[str, str] = {
     ),
     "placeholder": (
         TEMPLATE_PLACEHOLDER
+        # GCC's diagnostics: %<code%> quoted, %qE %q+D %#qT quoted arguments, %wd, %L %C loci
+        + r"|%<[^\n]{0,100}?%>|%[#+]?q[+#]?[A-Za-z](?![A-Za-z])|%w[diux](?!\w)|%[LC](?!\w)"
         + rf"|%(?:\d+\$)?[-+#0]*{_SIZE}{_CONVERSION}"  # printf %s %1$d %-5.2f
         + rf"|%(?:\d+\$)?[-+#0]* [-+ #0]*{_SIZE}{_CONVERSION}(?!\w|\.\w)"  # % d, not "% sign"
         + r"|%L?\d+|%n(?!\w)|%[A-Za-z_]\w*%"  # Qt %1 %L1 %n, Windows %APPDATA%
