@@ -18,7 +18,16 @@ from lxml import etree
 
 from index_builder.corpus import CorpusError, Pair
 
-__all__ = ["FORMATS", "read_corpus", "read_moses", "read_tmx", "read_tsv", "write_tsv"]
+__all__ = ["FORMATS", "SAFE_XML", "read_corpus", "read_moses", "read_tmx", "read_tsv", "write_tsv"]
+
+# lxml's options for files from outside (TMX, TBX, XLIFF): no DTD loaded, no entity resolved,
+# nothing fetched, no huge trees: a file can neither expand nor reach anything.
+SAFE_XML: dict[str, bool] = {
+    "resolve_entities": False,
+    "no_network": True,
+    "load_dtd": False,
+    "huge_tree": False,
+}
 
 FORMATS = ("tsv", "moses", "tmx")
 StrPath = str | os.PathLike[str]
@@ -136,10 +145,7 @@ def read_tmx(path: StrPath, src_lang: str = "en", tgt_lang: str = "de") -> list[
                 fh,
                 events=("end",),
                 tag="tu",
-                resolve_entities=False,
-                no_network=True,
-                load_dtd=False,
-                huge_tree=False,
+                **SAFE_XML,
                 remove_comments=True,
                 remove_pis=True,
             )

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
+from index_builder.readers import SAFE_XML
 from service.documents import (
     Coded,
     Document,
@@ -117,9 +118,7 @@ class _Element:
 
 def _check_well_formed(data: bytes) -> None:
     """DocumentError naming the line of the first XML error; entity declarations refused."""
-    parser = etree.XMLParser(
-        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False
-    )
+    parser = etree.XMLParser(**SAFE_XML)
     try:
         tree = etree.fromstring(data, parser).getroottree()
     except etree.XMLSyntaxError as e:

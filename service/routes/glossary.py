@@ -14,6 +14,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Body, File, Form, Query, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 
+from index_builder.glossary_files import format_of, read_glossary
 from models.glossary import (
     MAX_NOTE_CHARS,
     MAX_TERM_CHARS,
@@ -22,7 +23,6 @@ from models.glossary import (
     Term,
     term_key,
 )
-from models.glossary_files import format_of, read_glossary
 from service.deps import Admin, Client, PrincipalDep, Service, ServiceDep, in_scope
 from service.errors import InvalidInput, NotReady
 from service.glossaries import GlossaryStore

@@ -25,6 +25,7 @@ from typing import Literal
 
 from lxml import etree
 
+from index_builder.readers import SAFE_XML
 from models.glossary import MAX_TERMS, GlossaryError, Term
 
 __all__ = ["FORMATS", "Imported", "format_of", "read_csv", "read_glossary", "read_tbx"]
@@ -156,15 +157,7 @@ def _check(term: Term, where: str) -> None:
 
 def _parser() -> etree.XMLParser:
     """No DTD, no entities, no network: a file can neither expand nor fetch anything."""
-    return etree.XMLParser(
-        resolve_entities=False,
-        no_network=True,
-        load_dtd=False,
-        dtd_validation=False,
-        huge_tree=False,
-        remove_comments=True,
-        remove_pis=True,
-    )
+    return etree.XMLParser(**SAFE_XML, dtd_validation=False, remove_comments=True, remove_pis=True)
 
 
 def _local(el: etree._Element) -> str:
