@@ -66,6 +66,8 @@ class LoadedStore:
     # The retriever over this version and the domain's live edits after its edits_through
     # (None: no edit applies), and the last edit of the log it reflects; swapped whole.
     overlay: tuple[Retriever | None, int] = (None, 0)
+    # The rows of this version that hold pairs edits removed, by pair key (memory_edits)
+    removed_rows: dict[str, frozenset[int]] = field(default_factory=dict)
 
     @property
     def manifest(self) -> dict[str, Any]:

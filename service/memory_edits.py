@@ -24,7 +24,7 @@ from index_builder.edits import Edit, EditError, EditLog, clean_side, log_path, 
 from index_builder.retrieval.overlay import (
     DenseCache,
     EditedRetriever,
-    removed_ids,
+    rows_of,
     scores_added,
 )
 from service.errors import Conflict, InvalidInput, NotFound
@@ -74,12 +74,21 @@ class MemoryEdits:
             if not state.added and not state.removed:
                 loaded.overlay = (None, log_.seq)
                 return
-            removed = frozenset()
-            if state.removed:
-                removed = removed_ids(loaded.store.pairs, state.removed)  # type: ignore[union-attr]
+            removed = frozenset(i for k, _, _ in state.removed for i in self._rows(loaded, k))
             cache = self._dense_cache.setdefault(loaded.domain, {})
             edited = EditedRetriever(loaded.retriever, state, removed, cache)
             loaded.overlay = (edited, log_.seq)
+
+    def _rows(self, loaded: LoadedStore, key: str) -> frozenset[int]:
+        """The version's rows of a pair that edits removed, found once per version (the
+        version never changes): a new removal scans it, the earlier ones are remembered."""
+        rows = loaded.removed_rows
+        if key not in rows:
+            state = self.log(loaded.domain).state(after=through_of(loaded.manifest))
+            todo = [r for r in state.removed if r[0] not in rows]
+            assert loaded.store is not None
+            rows.update(rows_of(loaded.store.pairs, todo))
+        return rows.get(key, frozenset())
 
     async def refresh(self, loaded: LoadedStore | None) -> None:
         if loaded is not None and not loaded.closed:
@@ -97,7 +106,10 @@ class MemoryEdits:
             if any(k == key for k, _, _ in edited.state.removed):
                 return False
         assert loaded.store is not None
-        return bool(removed_ids(loaded.store.pairs, [("", source, target)]))
+        key = pair_key(source, target)
+        found = rows_of(loaded.store.pairs, [(key, source, target)])[key]
+        loaded.removed_rows[key] = found  # about to be removed: the next overlay reuses it
+        return bool(found)
 
     def write(
         self,

@@ -56,16 +56,22 @@ DenseCache = dict[tuple[int, str], list[tuple[int, np.ndarray, int]]]
 
 def removed_ids(pairs: PairTexts, removed: Sequence[tuple[str, str, str]]) -> frozenset[int]:
     """The pair ids of a version that hold the removed (key, source, target) pairs."""
+    return frozenset(i for rows in rows_of(pairs, removed).values() for i in rows)
+
+
+def rows_of(pairs: PairTexts, removed: Sequence[tuple[str, str, str]]) -> dict[str, frozenset[int]]:
+    """Per removed (key, source, target) pair, the ids of the version's rows that hold it
+    (empty: none); one pass over the version."""
     if not removed:
-        return frozenset()
-    wanted = {(s, t) for _, s, t in removed}
+        return {}
+    wanted = {(s, t): k for k, s, t in removed}
     sources = {s for s, _ in wanted}
-    out = set()
+    out: dict[str, set[int]] = {k: set() for k, _, _ in removed}
     for i in range(len(pairs)):
         s = pairs.sources[i]
-        if s in sources and (s, pairs.targets[i]) in wanted:
-            out.add(i)
-    return frozenset(out)
+        if s in sources and (key := wanted.get((s, pairs.targets[i]))) is not None:
+            out[key].add(i)
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 @dataclass(frozen=True)

@@ -192,18 +192,13 @@ async def search_memory(
     the newest edits. Needs a key that may read the domain's neighbours."""
     in_scope(service, principal, domain, neighbours=True)
     manager = service.manager()
-    lease = manager.lease(domain)
     edits = manager.edits
     log_ = edits.log(domain)
-    if lease is None:
-        recent = [EditOut.of(e) for e in reversed(log_.edits[-limit:])]
-        return MemorySearch(
-            domain=domain, store_version=None, edit_seq=log_.seq, pairs=[], edits=recent
-        )
+    lease = manager.lease(domain)  # None: no version, and only the edits to show
+    pairs: list[MemoryPair] = []
+    recent: list[EditOut] = []
     try:
-        pairs: list[MemoryPair] = []
-        recent: list[EditOut] = []
-        if q is not None and q.strip():
+        if lease is not None and q is not None and q.strip():
             (found,) = await anyio.to_thread.run_sync(lease.retriever.search, [q], limit)
             for n in found:
                 e = edits.edit_of(domain, n.edit) if n.edit is not None else None
@@ -221,13 +216,14 @@ async def search_memory(
             recent = [EditOut.of(e) for e in reversed(log_.edits[-limit:])]
         return MemorySearch(
             domain=domain,
-            store_version=lease.version,
-            edit_seq=lease.edits,
+            store_version=lease.version if lease is not None else None,
+            edit_seq=lease.edits if lease is not None else log_.seq,
             pairs=pairs,
             edits=recent,
         )
     finally:
-        lease.release()
+        if lease is not None:
+            lease.release()
 
 
 @router.post(
