@@ -75,11 +75,15 @@ def systems(args: argparse.Namespace, work: Path) -> dict[str, Translate]:
     memory_bundle = load_bundle(args.model)  # one model: a dense store may share its encoder
     memory = Translator.from_loaded(memory_bundle)
     memory8 = Translator.from_loaded(memory_bundle, "int8")
+    base_ort = Translator.from_bundle(args.baseline, quantize="ort-int8")
+    memory_ort = Translator.from_loaded(memory_bundle, "ort-int8")
     out: dict[str, Translate] = {
         "ragmt baseline fp32": ragmt_system(base),
         "ragmt baseline int8": ragmt_system(base8),
+        "ragmt baseline ort-int8": ragmt_system(base_ort),
         "ragmt memory model fp32, no store": ragmt_system(memory),
         "ragmt memory model int8, no store": ragmt_system(memory8),
+        "ragmt memory model ort-int8, no store": ragmt_system(memory_ort),
     }
     if args.stores is not None:
         store = open_store(args.stores / args.domain)
@@ -90,6 +94,9 @@ def systems(args: argparse.Namespace, work: Path) -> dict[str, Translate]:
         )
         out["ragmt memory model int8 + retrieval"] = ragmt_system(
             memory8, retrieve_with(memory8, retriever)
+        )
+        out["ragmt memory model ort-int8 + retrieval"] = ragmt_system(
+            memory_ort, retrieve_with(memory_ort, retriever)
         )
     try:
         from benchmarks import ctranslate2_model as ct2

@@ -25,18 +25,26 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-# auto: int8 on the CPU, none elsewhere; int8-rows: int8, each row quantized on its own
-QUANTIZATIONS = ("auto", "none", "int8", "int8-rows")
+from models import ort_decoder
+
+# auto: int8 on the CPU, none elsewhere; int8-rows: int8, each row quantized on its own;
+# ort / ort-int8: decoding steps run by ONNX Runtime, float or int8 (models.ort_decoder)
+QUANTIZATIONS = ("auto", "none", "int8", "int8-rows", "ort", "ort-int8")
+CPU_ONLY = ("int8", "int8-rows", "ort", "ort-int8")
+# what auto means on the CPU for a model that ONNX Runtime can run
+AUTO_CPU = "int8"
 
 
-def resolve(quantize: str, device: torch.device | str) -> str:
-    """`quantize` for a model on `device`: "auto" becomes int8 on the CPU (measured within
+def resolve(quantize: str, device: torch.device | str, model: nn.Module | None = None) -> str:
+    """`quantize` for `model` on `device`: "auto" becomes int8 on the CPU (measured within
     0.16 BLEU of float on every test set, docs/decoding-speed.md) and none elsewhere."""
     if quantize not in QUANTIZATIONS:
         raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {quantize!r}")
     if quantize != "auto":
         return quantize
-    return "int8" if torch.device(device).type == "cpu" else "none"
+    if torch.device(device).type != "cpu":
+        return "none"
+    return AUTO_CPU if model is None or ort_decoder.supports(model) else "int8"
 
 
 class RowInt8Linear(nn.Module):

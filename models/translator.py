@@ -23,6 +23,7 @@ from models.data import pad_batch
 from models.decoding import RepeatBan, Repeats, beam_search, ctc_greedy, greedy
 from models.devices import decode_autocast_dtype
 from models.layers import EncoderState
+from models.ort_decoder import ORT_MODES, OrtDecoder
 from models.quantize import quantize_int8, resolve
 from models.semiparametric import Neighbours
 from models.tokenizer import ByteTokenizer, Tokenizer, load_tokenizer
@@ -125,12 +126,14 @@ class Translator:
         "int8-rows": activations quantized row by row, so a batch changes no output),
         "auto" with int8 on the CPU and float elsewhere; the bundle's own model stays float for
         what else uses it (a dense store's encoder)."""
-        quantize = resolve(quantize, next(bundle.model.parameters()).device)
+        quantize = resolve(quantize, next(bundle.model.parameters()).device, bundle.model)
         card = model_card(bundle.manifest, bundle.path)
         file = bundle.file(card.tokenizer_file) if card.tokenizer_file else None
         source, target = card.pairs[0]
         if quantize in ("int8", "int8-rows"):
             model = quantize_int8(bundle.model, per_row=quantize == "int8-rows")
+        elif quantize in ORT_MODES:
+            model = OrtDecoder(bundle.model, quantize)
         else:
             model = bundle.model
         return cls(

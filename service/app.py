@@ -163,7 +163,7 @@ def startup_summary(
         lines.append(
             f"model {m.name}: {card.architecture} {pairs}, {card.decoding} decoding{size}"
             f"{memory}{serves} (weights {m.weights_sha256[:12]}"
-            f"{', int8 decoder' if m.quantize == 'int8' else ''}, {m.path})"
+            f"{'' if m.quantize == 'none' else ', ' + m.quantize}, {m.path})"
         )
     for name, reason in engine.registry.failed.items():
         lines.append(f"model {name}: not served ({reason})")

@@ -353,8 +353,9 @@ def translate(
     ),
     quantize: str = typer.Option(
         "auto",
-        help="int8 decoder weights (CPU; models/quantize.py), int8-rows (no output depends on "
-        "its batch), none, or auto: int8 on the CPU",
+        help="ort-int8: ONNX Runtime with int8 weights (CPU; models/ort_decoder.py), ort: the same "
+        "in float, int8: PyTorch int8 decoder (models/quantize.py), int8-rows (no output depends "
+        "on its batch), none (PyTorch float), or auto: ort-int8 on the CPU where the model has it",
     ),
 ) -> None:
     """Translate sentences, one a line, with the same call the service uses.
@@ -506,8 +507,9 @@ def evaluate_cmd(
     ),
     quantize: str = typer.Option(
         "auto",
-        help="int8 decoder weights (CPU; models/quantize.py), int8-rows (no output depends on "
-        "its batch), none, or auto: int8 on the CPU",
+        help="ort-int8: ONNX Runtime with int8 weights (CPU; models/ort_decoder.py), ort: the same "
+        "in float, int8: PyTorch int8 decoder (models/quantize.py), int8-rows (no output depends "
+        "on its batch), none (PyTorch float), or auto: ort-int8 on the CPU where the model has it",
     ),
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
@@ -597,7 +599,7 @@ def evaluate_cmd(
             "keep_literals": keep_literals,
             "batch_size": batch_size,
             "neighbours_k": neighbours if stores is not None else None,
-            "quantize": resolve(quantize, translator_device),
+            "quantize": resolve(quantize, translator_device, loaded.model),
         }
         model_info = {
             "path": str(bundle),

@@ -31,6 +31,7 @@ from models import pipeline
 from models.devices import resolve_device
 from models.glossary import Glossary
 from models.pipeline import Prepared
+from models.quantize import CPU_ONLY
 from models.segment import is_blank
 from models.translator import DecodeOptions, Translation
 from service.batching import DecodeBatcher
@@ -129,7 +130,7 @@ class TranslationEngine:
         self.domains = domains
         self.metrics = metrics if metrics is not None else Metrics()
         self.results = ResultCache(cache, cache_ttl_s, self.metrics)
-        if quantize.startswith("int8") and torch.device(self.device).type != "cpu":
+        if quantize in CPU_ONLY and torch.device(self.device).type != "cpu":
             raise ValueError(f"quantize={quantize} is for CPU decoding, not {self.device}")
         self.registry = ModelRegistry(self.device, quantize)
         self._decode_lock = threading.Lock()  # torch's threads are shared: one decode at a time

@@ -33,7 +33,7 @@ class LoadedModel:
     manifest: dict[str, Any]
     path: Path
     bundle: LoadedBundle | None = None  # what dense stores encode queries with
-    quantize: str = "none"  # int8: its decoder decodes with int8 weights (models.quantize)
+    quantize: str = "none"  # how it decodes: none, int8, int8-rows, ort, ort-int8 (models.quantize)
 
     @property
     def card(self) -> ModelCard:
@@ -72,7 +72,7 @@ class ModelRegistry:
 
     def __init__(self, device: str = "cpu", quantize: str = "none") -> None:
         self.device = device
-        self.quantize = quantize  # every model loaded: none, int8 (CPU only) or auto
+        self.quantize = quantize  # for every model loaded (models.quantize.resolve)
         self._models: dict[str, LoadedModel] = {}
         self._defaults: dict[Pair, str] = {}
         self.failed: dict[str, str] = {}  # bundle name -> why it is not served
@@ -98,7 +98,7 @@ class ModelRegistry:
         if name in self._models:
             raise ArtifactError(f"{path}: a model named {name!r} is served already")
         bundle = load_bundle(path, device=self.device)
-        quantize = resolve(self.quantize, self.device)
+        quantize = resolve(self.quantize, self.device, bundle.model)
         translator = Translator.from_loaded(bundle, quantize)
         loaded = LoadedModel(name, translator, bundle.manifest, path, bundle, quantize)
         self._models[name] = loaded

@@ -176,7 +176,7 @@ class ModelInfo(_Schema):
     trained_on: dict[str, Any]
     parameters: int | None
     weights_sha256: str
-    quantize: str  # none, or int8: its decoder decodes with int8 weights
+    quantize: str  # none (PyTorch float), int8, int8-rows, ort or ort-int8 (models.quantize)
     uses_memory: bool
 
     @classmethod

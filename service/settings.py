@@ -163,8 +163,9 @@ class Settings(BaseSettings):
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")  # auto: CUDA if present
     # int8: decoders with int8 weights on the CPU (models.quantize); int8-rows: the same with
     # each row's activations quantized alone (no output depends on its batch, 25-30% slower);
-    # none: float; auto: int8 on the CPU, float on CUDA
-    quantize: str = Field("auto", pattern=r"^(auto|none|int8|int8-rows)$")
+    # ort / ort-int8: decoding by ONNX Runtime, float or int8 (models.ort_decoder);
+    # none: float; auto: see models.quantize.resolve
+    quantize: str = Field("auto", pattern=r"^(auto|none|int8|int8-rows|ort|ort-int8)$")
     max_texts: int = Field(64, ge=1)
     max_chars: int = Field(2000, ge=1)
     max_body_bytes: int = Field(1_000_000, ge=1)

@@ -1,0 +1,450 @@
+"""Decoder steps run by ONNX Runtime: the same weights, far less time per step on the CPU.
+
+A decoding step of the served models is a few rows through three small layers, so on the CPU
+its time goes to dispatching some hundred PyTorch operators (tens of microseconds each on the
+2-core hosts), not to arithmetic. Each model's step is exported once, when it is loaded, as
+one ONNX graph of explicit operators (`_StepGraph`) and run by ONNX Runtime, whose per-operator
+cost is a fraction of eager PyTorch's and which fuses the quantized matrix products.
+`OrtDecoder` keeps the PyTorch model's decoding interface (`encode`, `init_cache`,
+`decode_step`, `last_gates`), so greedy and beam search (`models.decoding`), their
+constraints and the repeat ban run unchanged; the cache still holds torch tensors (views of
+ONNX Runtime's outputs) that beam search reorders as before.
+
+"ort" runs the step in float32 (equal to PyTorch's up to rounding); "ort-int8" quantizes the
+step's matrix products with constant weights dynamically (int8 weights per output channel,
+activations per call, as `models.quantize`'s "int8"). The encoder, the memory encoder and the
+cross-attention keys/values of `init_cache` stay PyTorch, as with "int8".
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from models.layers import DecoderCache, EncoderState, LearnedPositions, SinusoidalPositions
+
+__all__ = ["OrtDecoder", "ORT_MODES"]
+
+ORT_MODES = ("ort", "ort-int8")
+# Added to attention logits at padded keys. Finite, so a row whose keys are all padding (a
+# sentence without a memory) gets finite garbage that the gate then discards, never NaN.
+_MASKED = -1e9
+
+
+def _position_table(positions: nn.Module) -> Tensor:
+    """`(max_len, D)` rows the step reads its position from."""
+    if isinstance(positions, SinusoidalPositions):
+        return positions.table
+    if isinstance(positions, LearnedPositions):
+        return positions.weight
+    raise ValueError(f"no ONNX step for positions {type(positions).__name__}")
+
+
+class _StepGraph(nn.Module):
+    """One decoding step as explicit operators, for export (not used to decode in PyTorch).
+
+    Inputs: tokens `(B,)`, position `(1,)`, source bias `(G, 1, 1, S)`, and per layer the
+    self-attention keys/values so far `(B, H, t, Dh)` and the cross-attention keys/values
+    `(G, H, S, Dh)`. With `memory`, also the memory bias `(G, 1, 1, M)`, which sentences have
+    a memory `(G, 1, 1)` as 0/1, and per layer the memory keys/values `(G, H, M, Dh)`.
+    B = G*K rows: each sentence's K beams read one row of per-sentence tensors.
+    Outputs: log-probs `(B, V)`, each layer's extended self-attention keys and values, and
+    with `memory` the gate averaged over layers `(B, 1)`.
+    """
+
+    def __init__(self, model: nn.Module, memory: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.memory = memory
+        first = model.decoder_layers[0].self_attn
+        self.n_heads, self.d_head = first.n_heads, first.d_head
+        self.table = _position_table(model.positions)
+
+    def _heads(self, x: Tensor) -> Tensor:  # (R, 1, D) -> (R, H, 1, Dh)
+        return x.reshape(x.size(0), 1, self.n_heads, self.d_head).transpose(1, 2)
+
+    def _grouped(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+        """q `(B, 1, D)` projected; k, v `(G, H, S, Dh)` shared by each sentence's B/G rows."""
+        g = k.size(0)
+        q = q.reshape(g, -1, self.n_heads, self.d_head).transpose(1, 2)  # (G, H, K, Dh)
+        w = torch.softmax(q @ k.transpose(-1, -2) * self.d_head**-0.5 + bias, dim=-1)
+        out = (w @ v).transpose(1, 2)  # (G, K, H, Dh)
+        return out.reshape(-1, 1, self.n_heads * self.d_head)  # (B, 1, D)
+
+    def forward(self, tokens: Tensor, position: Tensor, src_bias: Tensor, *rest: Tensor):
+        m = self.model
+        per_layer = 6 if self.memory else 4
+        if self.memory:
+            mem_bias, has_memory = rest[0], rest[1]
+            rest = rest[2:]
+        x = m.embed(tokens[:, None]) * m.embed_scale + self.table.index_select(0, position)
+        new_kv: list[Tensor] = []
+        gates: list[Tensor] = []
+        for i, layer in enumerate(m.decoder_layers):
+            past_k, past_v, cross_k, cross_v = rest[per_layer * i : per_layer * i + 4]
+            a = layer.self_attn
+            h = layer.self_attn_norm(x)
+            k = torch.cat([past_k, self._heads(a.k_proj(h))], dim=2)  # (B, H, t+1, Dh)
+            v = torch.cat([past_v, self._heads(a.v_proj(h))], dim=2)
+            new_kv += [k, v]
+            w = torch.softmax(
+                self._heads(a.q_proj(h)) @ k.transpose(-1, -2) * self.d_head**-0.5, -1
+            )
+            x = x + a.out_proj((w @ v).transpose(1, 2).reshape(x.shape))
+            h = layer.cross_attn_norm(x)
+            c = layer.cross_attn
+            c_s = c.out_proj(self._grouped(c.q_proj(h), cross_k, cross_v, src_bias))
+            if self.memory:
+                mem_k, mem_v = rest[per_layer * i + 4 : per_layer * i + 6]
+                r = layer.memory_attn
+                c_m = r.out_proj(self._grouped(r.q_proj(h), mem_k, mem_v, mem_bias))
+                gate = torch.sigmoid(layer.gate_source(c_s) + layer.gate_memory(c_m))  # (B,1,1)
+                # Rows of a sentence without a memory: gate 1 and no memory context, exactly.
+                has = has_memory.expand(-1, c_s.size(0) // has_memory.size(0), 1).reshape(-1, 1, 1)
+                gate = gate * has + (1.0 - has)
+                c_m = c_m * has
+                gates.append(gate[:, 0])
+                x = x + c_m + gate * (c_s - c_m)
+            else:
+                x = x + c_s
+            x = x + layer.ffn(layer.ffn_norm(x))
+        logits = m.output(m.decoder_norm(x))[:, 0]  # (B, V)
+        out = [torch.log_softmax(logits, dim=-1), *new_kv]
+        if self.memory:
+            out.append(torch.stack(gates).mean(dim=0))
+        return tuple(out)
+
+
+class _EncoderStack(nn.Module):
+    """All of a model's encoder layers as one module (exported as one graph)."""
+
+    def __init__(self, layers: nn.ModuleList) -> None:
+        super().__init__()
+        self.layers = layers
+
+    def forward(self, x: Tensor, pad: Tensor) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, pad)
+        return x
+
+
+class _KeysValues(nn.Module):
+    """Every decoder layer's keys and values of one attention (`attr`) for states `x`."""
+
+    def __init__(self, layers: nn.ModuleList, attr: str) -> None:
+        super().__init__()
+        self.layers, self.attr = layers, attr
+
+    def forward(self, x: Tensor) -> tuple[Tensor, ...]:
+        out: list[Tensor] = []
+        for layer in self.layers:
+            out += getattr(layer, self.attr).project_kv(x)
+        return tuple(out)
+
+
+def _export(
+    module: nn.Module,
+    inputs: dict[str, Tensor],
+    outputs: list[str],
+    axes: dict[str, dict[int, str]],
+) -> bytes:
+    """`module` traced on the example `inputs` (in its argument order) as ONNX bytes."""
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
+        torch.onnx.export(
+            module.eval(),
+            tuple(inputs.values()),
+            buffer,
+            input_names=list(inputs),
+            output_names=outputs,
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
+    return buffer.getvalue()
+
+
+def _step_graph(model: nn.Module, memory: bool) -> bytes:
+    """`_StepGraph` of `model` as ONNX, traced on a small example."""
+    c = model.config
+    graph = _StepGraph(model, memory)
+    h, dh = graph.n_heads, graph.d_head
+    b, g, t, s, m = 4, 2, 3, 5, 7
+    inputs = {
+        "tokens": torch.full((b,), c.bos_id, dtype=torch.long),
+        "position": torch.tensor([t], dtype=torch.long),
+        "src_bias": torch.zeros(g, 1, 1, s),
+    }
+    axes: dict[str, dict[int, str]] = {"tokens": {0: "rows"}, "src_bias": {0: "groups", 3: "src"}}
+    if memory:
+        inputs["mem_bias"], inputs["has_memory"] = torch.zeros(g, 1, 1, m), torch.ones(g, 1, 1)
+        axes["mem_bias"], axes["has_memory"] = {0: "groups", 3: "mem"}, {0: "groups"}
+    outputs = ["log_probs"]
+    axes["log_probs"] = {0: "rows"}
+    for i in range(len(model.decoder_layers)):
+        per = [("self_k", b, t, "past"), ("self_v", b, t, "past"), ("cross_k", g, s, "src"),
+               ("cross_v", g, s, "src")]  # fmt: skip
+        if memory:
+            per += [("memory_k", g, m, "mem"), ("memory_v", g, m, "mem")]
+        for key, rows, width, axis in per:
+            inputs[f"{key}{i}"] = torch.zeros(rows, h, width, dh)
+            axes[f"{key}{i}"] = {0: "rows" if rows == b else "groups", 2: axis}
+        outputs += [f"new_self_k{i}", f"new_self_v{i}"]
+        axes[f"new_self_k{i}"] = axes[f"new_self_v{i}"] = {0: "rows", 2: "next"}
+    if memory:
+        outputs.append("gate")
+        axes["gate"] = {0: "rows"}
+    return _export(graph, inputs, outputs, axes)
+
+
+def _kv_graph(model: nn.Module, attr: str) -> bytes:
+    layers = len(model.decoder_layers)
+    names = [f"{kv}{i}" for i in range(layers) for kv in ("k", "v")]
+    axes = {"x": {0: "rows", 1: "len"}, **{n: {0: "rows", 2: "len"} for n in names}}
+    x = torch.zeros(2, 5, model.config.d_model)
+    return _export(_KeysValues(model.decoder_layers, attr), {"x": x}, names, axes)
+
+
+def _encoder_graph(model: nn.Module) -> bytes:
+    x, pad = torch.zeros(2, 5, model.config.d_model), torch.zeros(2, 5, dtype=torch.bool)
+    axes = {"x": {0: "rows", 1: "len"}, "pad": {0: "rows", 1: "len"}, "out": {0: "rows", 1: "len"}}
+    return _export(_EncoderStack(model.encoder_layers), {"x": x, "pad": pad}, ["out"], axes)
+
+
+def _memory_encoder_graph(model: nn.Module) -> bytes:
+    d = model.config.d_model
+    inputs = {"tgt": torch.zeros(3, 4, d), "tgt_pad": torch.zeros(3, 4, dtype=torch.bool)}
+    axes = {"tgt": {0: "slots", 1: "tlen"}, "tgt_pad": {0: "slots", 1: "tlen"}}
+    if model.memory_encoder.uses_sources:
+        inputs |= {"src": torch.zeros(3, 6, d), "src_pad": torch.zeros(3, 6, dtype=torch.bool)}
+        axes |= {"src": {0: "slots", 1: "slen"}, "src_pad": {0: "slots", 1: "slen"}}
+    inputs |= {"context": torch.zeros(3, 5, d), "context_pad": torch.zeros(3, 5, dtype=torch.bool)}
+    axes |= {"context": {0: "slots", 1: "clen"}, "context_pad": {0: "slots", 1: "clen"}}
+    axes["out"] = {0: "slots", 1: "tlen"}
+
+    class Memory(nn.Module):  # the memory encoder with its optional inputs made explicit
+        def __init__(self, inner: nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args: Tensor) -> Tensor:
+            if len(args) == 4:
+                args = (args[0], args[1], None, None, args[2], args[3])
+            return self.inner(*args)
+
+    return _export(Memory(model.memory_encoder), inputs, ["out"], axes)
+
+
+def _quantize(onnx_bytes: bytes) -> bytes:
+    """The graph with its constant-weight matrix products in int8 (per output channel)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "graph.onnx", Path(tmp) / "graph-int8.onnx"
+        src.write_bytes(onnx_bytes)
+        quantize_dynamic(
+            src, dst, op_types_to_quantize=["MatMul"], per_channel=True,
+            weight_type=QuantType.QInt8,
+        )  # fmt: skip
+        return dst.read_bytes()
+
+
+class _Graph:
+    """An exported graph and its ONNX Runtime session, made with `threads` or else torch's
+    current thread count (which the service and the benchmarks set), again when it changed."""
+
+    def __init__(self, onnx_bytes: bytes, threads: int | None) -> None:
+        self.onnx_bytes, self.threads = onnx_bytes, threads
+        self._session: Any = None
+        self._session_threads = 0
+
+    def run(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        threads = self.threads or torch.get_num_threads()
+        if threads != self._session_threads:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.log_severity_level = 3  # notes on unused initializers are not errors
+            self._session = ort.InferenceSession(
+                self.onnx_bytes, options, providers=["CPUExecutionProvider"]
+            )
+            self._session_threads = threads
+        return self._session.run(None, feed)
+
+
+class _OrtEncoderStack(nn.Module):
+    """Stands in for a model's encoder layers (`Transformer.encode` calls it as one layer)."""
+
+    def __init__(self, graph: _Graph) -> None:
+        super().__init__()
+        self.graph = graph
+
+    def forward(self, x: Tensor, pad: Tensor) -> Tensor:
+        out = self.graph.run({"x": x.float().contiguous().numpy(), "pad": pad.numpy()})
+        return torch.from_numpy(out[0])
+
+
+class _OrtMemoryEncoder(nn.Module):
+    """Stands in for a memory model's `MemoryEncoder`."""
+
+    def __init__(self, graph: _Graph, uses_sources: bool) -> None:
+        super().__init__()
+        self.graph, self.uses_sources = graph, uses_sources
+
+    def forward(
+        self,
+        tgt: Tensor,
+        tgt_pad: Tensor,
+        src: Tensor | None,
+        src_pad: Tensor | None,
+        context: Tensor,
+        context_pad: Tensor,
+    ) -> Tensor:
+        feed = {"tgt": tgt.contiguous().numpy(), "tgt_pad": tgt_pad.contiguous().numpy()}
+        if self.uses_sources:
+            assert src is not None and src_pad is not None
+            feed |= {"src": src.contiguous().numpy(), "src_pad": src_pad.contiguous().numpy()}
+        feed |= {"context": context.contiguous().numpy(), "context_pad": context_pad.numpy()}
+        return torch.from_numpy(self.graph.run(feed)[0])
+
+
+# Architectures with an ONNX Runtime path: their encoder, memory encoder and decoder layers
+# are the ones `_StepGraph` and the graphs above spell out.
+SUPPORTED = ("Transformer", "SemiParametricModel")
+
+
+def supports(model: nn.Module) -> bool:
+    """Whether `OrtDecoder` can run `model` (others decode with PyTorch)."""
+    return type(model).__name__ in SUPPORTED
+
+
+class OrtDecoder(nn.Module):
+    """A model that encodes and decodes with ONNX Runtime (`mode` "ort" or "ort-int8").
+
+    The source encoder runs in float32 in both modes (dense stores were built from its states);
+    with "ort-int8" the memory encoder, the keys/values and the decoding step run with int8
+    weights. `float_model` is the PyTorch model itself, unchanged, which retrieval's encoder
+    may share.
+    """
+
+    def __init__(self, model: nn.Module, mode: str = "ort-int8", threads: int | None = None):
+        super().__init__()
+        if mode not in ORT_MODES:
+            raise ValueError(f"mode must be one of {ORT_MODES}, got {mode!r}")
+        if not supports(model):
+            raise ValueError(f"no ONNX Runtime path for {type(model).__name__}")
+        if next(model.parameters()).device.type != "cpu":
+            raise ValueError("ONNX Runtime decoding is for the CPU; the model is on another device")
+        model.eval()
+        self.float_model = model
+        self.mode = mode
+        self.config = model.config
+        self.uses_memory = bool(getattr(model, "uses_memory", False))
+
+        def graph(onnx_bytes: bytes, quantize: bool = mode == "ort-int8") -> _Graph:
+            return _Graph(_quantize(onnx_bytes) if quantize else onnx_bytes, threads)
+
+        self._steps = {False: graph(_step_graph(model, False))}
+        self._cross_kv = graph(_kv_graph(model, "cross_attn"))
+        # A shallow copy whose encoder layers (and memory encoder) are graphs: its `encode`
+        # is the model's own, embeddings, padding and neighbour handling included.
+        encoder = copy.copy(model)
+        encoder._modules = dict(model._modules)
+        stack = _OrtEncoderStack(graph(_encoder_graph(model), quantize=False))
+        encoder._modules["encoder_layers"] = nn.ModuleList([stack])
+        if self.uses_memory:
+            self._steps[True] = graph(_step_graph(model, True))
+            self._memory_kv = graph(_kv_graph(model, "memory_attn"))
+            memory = _OrtMemoryEncoder(
+                graph(_memory_encoder_graph(model)), model.memory_encoder.uses_sources
+            )
+            encoder._modules["memory_encoder"] = memory
+        object.__setattr__(self, "_encoder", encoder)  # not a child: no second copy of weights
+        self._gate: Tensor | None = None
+
+    def encode(self, *args: Any, **kwargs: Any) -> EncoderState:
+        """As the model's `encode`, its encoder layers (and memory encoder) run as graphs."""
+        return self._encoder.encode(*args, **kwargs)
+
+    def init_cache(self, state: EncoderState) -> DecoderCache:
+        """The cross-attention (and memory) keys/values and attention biases; all of them per
+        sentence, as `Transformer.init_cache` makes them."""
+        layers: list[dict[str, Tensor]] = [{} for _ in range(len(self.float_model.decoder_layers))]
+        _put(layers, "cross", self._cross_kv.run({"x": state.memory.float().numpy()}))
+        first = layers[0]
+        first["src_bias"] = _bias(state.src_pad)
+        if self.uses_memory and state.retrieved.size(1) > 0:
+            _put(layers, "memory", self._memory_kv.run({"x": state.retrieved.numpy()}))
+            first["mem_bias"] = _bias(state.retrieved_pad)
+            first["has_memory"] = state.has_memory.float()[:, None, None]
+        keys = frozenset(k for c in layers for k in c)
+        return DecoderCache(layers=layers, per_sentence=keys)
+
+    def decode_step(self, last_tokens: Tensor, state: EncoderState, cache: DecoderCache) -> Tensor:
+        """As `Transformer.decode_step`: log-probs `(B, V)`, `cache` extended in place."""
+        first = cache.layers[0]
+        memory = "mem_bias" in first
+        rows = last_tokens.size(0)
+        feed = {
+            "tokens": last_tokens.numpy(),
+            "position": np.array([cache.step], dtype=np.int64),
+            "src_bias": first["src_bias"].numpy(),
+        }
+        if memory:
+            feed["mem_bias"] = first["mem_bias"].numpy()
+            feed["has_memory"] = first["has_memory"].numpy()
+        for i, layer in enumerate(cache.layers):
+            if "self_k" in layer:
+                feed[f"self_k{i}"], feed[f"self_v{i}"] = (
+                    layer["self_k"].numpy(),
+                    layer["self_v"].numpy(),
+                )
+            else:
+                k = layer["cross_k"]
+                empty = np.zeros((rows, k.size(1), 0, k.size(3)), dtype=np.float32)
+                feed[f"self_k{i}"] = feed[f"self_v{i}"] = empty
+            feed[f"cross_k{i}"], feed[f"cross_v{i}"] = (
+                layer["cross_k"].numpy(),
+                layer["cross_v"].numpy(),
+            )
+            if memory:
+                feed[f"memory_k{i}"] = layer["memory_k"].numpy()
+                feed[f"memory_v{i}"] = layer["memory_v"].numpy()
+        out = self._steps[memory].run(feed)
+        for i, layer in enumerate(cache.layers):
+            layer["self_k"] = torch.from_numpy(out[1 + 2 * i])
+            layer["self_v"] = torch.from_numpy(out[2 + 2 * i])
+        if self.uses_memory:
+            self._gate = torch.from_numpy(out[-1]) if memory else torch.ones(rows, 1)
+        cache.step += 1
+        return torch.from_numpy(out[0])
+
+    def last_gates(self) -> Tensor:
+        """The last step's gate averaged over the decoder layers `(B, 1)` (1.0 without memory)."""
+        if self._gate is None:
+            raise ValueError("no decoding step has run")
+        return self._gate
+
+
+def _put(layers: list[dict[str, Tensor]], kind: str, kv: list[np.ndarray]) -> None:
+    """Each layer's keys/values `(G, H, S, Dh)` from a keys/values graph's outputs."""
+    for i, layer in enumerate(layers):
+        layer[f"{kind}_k"] = torch.from_numpy(kv[2 * i])
+        layer[f"{kind}_v"] = torch.from_numpy(kv[2 * i + 1])
+
+
+def _bias(pad: Tensor) -> Tensor:
+    """`(G, S)` padding -> `(G, 1, 1, S)` additive attention bias."""
+    return torch.zeros(pad.shape).masked_fill_(pad, _MASKED)[:, None, None, :].contiguous()
