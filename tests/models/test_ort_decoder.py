@@ -1,0 +1,138 @@
+"""ONNX Runtime decoding (models.ort_decoder): "ort" computes what PyTorch's float model computes,
+step by step and sentence by sentence; "ort-int8" still translates a trained toy task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from models.bundle import load_bundle
+from models.decoding import beam_search
+from models.ort_decoder import OrtDecoder, supports
+from models.quantize import resolve
+from models.semiparametric import Neighbours
+from models.translator import DecodeOptions, Translator
+from tests.toy import gloss, toy_pairs
+
+pytestmark = pytest.mark.integration
+
+TEXTS = ["red house", "two blue tree", "green", "one two three four five"]
+
+
+def test_ort_float_translates_exactly_as_pytorch(bundle: Path) -> None:
+    loaded = load_bundle(bundle)
+    torch_float = Translator.from_loaded(loaded, "none")
+    ort = Translator.from_loaded(loaded, "ort")
+    texts = [s for s, _ in toy_pairs(120, seed=7)]
+    for beam in (1, 4):
+        options = DecodeOptions(beam_size=beam)
+        assert ort.translate(texts, options) == torch_float.translate(texts, options)
+    # alone and batched
+    assert ort.translate(texts[:5], DecodeOptions(batch_size=1)) == torch_float.translate(
+        texts[:5], DecodeOptions(batch_size=1)
+    )
+
+
+def test_each_step_gives_pytorchs_log_probs(memory_bundle: Path) -> None:
+    """Step by step, beams sharing their sentence's keys/values, some sentences without a
+    memory: the graph's log-probs and gates are the float model's up to rounding."""
+    model = load_bundle(memory_bundle).model.eval()
+    ort = OrtDecoder(model, "ort")
+    torch.manual_seed(0)
+    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0], [10, 11, 12, 2]])
+    pairs = [[([5, 6], [7, 8, 9])], [], [([10], [11, 12]), ([13, 14], [15])]]
+    neighbours = Neighbours.from_lists(pairs, pad_id=model.config.pad_id)
+    k = 3
+    with torch.inference_mode():
+        states = [m.encode(src, neighbours) for m in (model, ort)]
+        assert torch.allclose(states[0].memory, states[1].memory, atol=1e-5)
+        assert torch.allclose(states[0].retrieved, states[1].retrieved, atol=1e-5)
+        caches = [m.init_cache(s) for m, s in zip((model, ort), states, strict=True)]
+        tokens = torch.full((src.size(0) * k,), model.config.bos_id)
+        for _ in range(4):
+            want = model.decode_step(tokens, states[0], caches[0])
+            got = ort.decode_step(tokens, states[1], caches[1])
+            assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+            assert torch.allclose(ort.last_gates()[:, -1], model.last_gates()[:, -1], atol=1e-5)
+            tokens = torch.randint(4, model.config.vocab_size, tokens.shape)
+        # the sentence without a memory reads the source alone: gate exactly 1
+        assert torch.equal(ort.last_gates()[k : 2 * k, -1], torch.ones(k))
+
+
+def test_a_memory_model_decodes_with_and_without_neighbours(memory_bundle: Path) -> None:
+    loaded = load_bundle(memory_bundle)
+    torch_float = Translator.from_loaded(loaded, "none")
+    ort = Translator.from_loaded(loaded, "ort")
+    pairs = [toy_pairs(3, seed=i) for i in range(len(TEXTS))]
+    pairs[2] = []  # one sentence with nothing retrieved
+    options = DecodeOptions(beam_size=4)
+    want = torch_float.translate_detailed(TEXTS, options, neighbours=pairs, gates=True)
+    got = ort.translate_detailed(TEXTS, options, neighbours=pairs, gates=True)
+    assert [t.text for t in got] == [t.text for t in want]
+    for a, b in zip(got, want, strict=True):
+        assert (a.gate is None) == (b.gate is None)
+        if a.gate is not None:
+            assert a.gate == pytest.approx(b.gate, abs=1e-4)
+    # no neighbour anywhere in the batch: the graph without a memory
+    empty = [[] for _ in TEXTS]
+    assert ort.translate(TEXTS, options, neighbours=empty) == torch_float.translate(
+        TEXTS, options, neighbours=empty
+    )
+
+
+def test_int8_still_translates_the_toy_task(bundle: Path) -> None:
+    """On 200 toy sentences ort-int8 says what float says nearly always (as PyTorch's int8
+    decoder does, tests/models/test_quantize.py) and is right as often, give or take two."""
+    fp32 = Translator.from_bundle(bundle)
+    int8 = Translator.from_bundle(bundle, quantize="ort-int8")
+    texts = [s for s, _ in toy_pairs(200, seed=99)]
+    options = DecodeOptions(beam_size=4)
+    want, got = fp32.translate(texts, options), int8.translate(texts, options)
+    assert sum(a == b for a, b in zip(got, want, strict=True)) >= 194
+    right = [sum(o == gloss(t) for o, t in zip(out, texts, strict=True)) for out in (want, got)]
+    assert right[1] >= right[0] - 2, right
+    assert int8.translate(TEXTS[:3], options) == [gloss(t) for t in TEXTS[:3]]
+
+
+def test_the_bundle_model_is_shared_and_unchanged(bundle: Path) -> None:
+    """Retrieval may encode with the bundle's model: the ONNX decoder names it `float_model`
+    and leaves it float and untouched."""
+    loaded = load_bundle(bundle)
+    before = {k: v.clone() for k, v in loaded.model.state_dict().items()}
+    ort = Translator.from_loaded(loaded, "ort-int8").model
+    assert ort.float_model is loaded.model
+    assert all(torch.equal(v, loaded.model.state_dict()[k]) for k, v in before.items())
+    assert loaded.model.encoder_layers[0].ffn.fc1.weight.dtype == torch.float32
+
+
+def test_the_session_follows_torchs_thread_count(bundle: Path) -> None:
+    model = load_bundle(bundle).model
+    ort = OrtDecoder(model, "ort")
+    src = torch.tensor([[5, 6, 7, 2]])
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            beam_search(ort, src, beam_size=2)
+            assert ort._steps[False]._session_threads == n
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.unit
+def test_modes_and_architectures_are_checked() -> None:
+    from models.byte_fusion import ByteFusionConfig, ByteFusionTransformer
+
+    byte = ByteFusionTransformer(
+        ByteFusionConfig(d_model=32, n_heads=2, enc_layers=2, dec_layers=1, d_ff=64)
+    )
+    assert not supports(byte)
+    with pytest.raises(ValueError, match="no ONNX Runtime path for ByteFusionTransformer"):
+        OrtDecoder(byte, "ort")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        OrtDecoder(byte, "int8")
+    # auto: what a model that ONNX Runtime cannot run falls back to on the CPU
+    assert resolve("auto", "cpu", byte) == "int8"
+    assert resolve("auto", "cuda", byte) == "none"
