@@ -19,10 +19,12 @@ cross-attention keys/values of `init_cache` stay PyTorch, as with "int8".
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
 import logging
 import tempfile
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -337,6 +339,45 @@ class _OrtMemoryEncoder(nn.Module):
         return torch.from_numpy(self.graph.run(feed)[0])
 
 
+def _graphs(model: nn.Module, mode: str) -> dict[str, bytes]:
+    """Every graph `OrtDecoder` runs for `model`, by name; the source encoder's stays float.
+
+    Kept for the last few models by their weights' digest: exporting and quantizing takes
+    seconds, and a process that loads one bundle several times (tests, a reloading service)
+    pays it once.
+    """
+    key = (type(model).__name__, mode, _digest(model))
+    if key in _EXPORTED:
+        _EXPORTED.move_to_end(key)
+        return _EXPORTED[key]
+    int8 = _quantize if mode == "ort-int8" else lambda graph: graph
+    graphs = {
+        "step": int8(_step_graph(model, False)),
+        "cross_kv": int8(_kv_graph(model, "cross_attn")),
+        "encoder": _encoder_graph(model),
+    }
+    if getattr(model, "uses_memory", False):
+        graphs["memory_step"] = int8(_step_graph(model, True))
+        graphs["memory_kv"] = int8(_kv_graph(model, "memory_attn"))
+        graphs["memory_encoder"] = int8(_memory_encoder_graph(model))
+    _EXPORTED[key] = graphs
+    while len(_EXPORTED) > 4:
+        _EXPORTED.popitem(last=False)
+    return graphs
+
+
+_EXPORTED: OrderedDict[tuple[str, str, str], dict[str, bytes]] = OrderedDict()
+
+
+def _digest(model: nn.Module) -> str:
+    """sha256 of the model's configuration and every weight and buffer."""
+    h = hashlib.sha256(repr(model.config).encode())
+    for name, tensor in model.state_dict().items():
+        h.update(name.encode())
+        h.update(memoryview(tensor.detach().contiguous().cpu().numpy()).cast("B"))
+    return h.hexdigest()
+
+
 # Architectures with an ONNX Runtime path: their encoder, memory encoder and decoder layers
 # are the ones `_StepGraph` and the graphs above spell out.
 SUPPORTED = ("Transformer", "SemiParametricModel")
@@ -370,23 +411,19 @@ class OrtDecoder(nn.Module):
         self.config = model.config
         self.uses_memory = bool(getattr(model, "uses_memory", False))
 
-        def graph(onnx_bytes: bytes, quantize: bool = mode == "ort-int8") -> _Graph:
-            return _Graph(_quantize(onnx_bytes) if quantize else onnx_bytes, threads)
-
-        self._steps = {False: graph(_step_graph(model, False))}
-        self._cross_kv = graph(_kv_graph(model, "cross_attn"))
+        graphs = {name: _Graph(data, threads) for name, data in _graphs(model, mode).items()}
+        self._steps = {False: graphs["step"]}
+        self._cross_kv = graphs["cross_kv"]
         # A shallow copy whose encoder layers (and memory encoder) are graphs: its `encode`
         # is the model's own, embeddings, padding and neighbour handling included.
         encoder = copy.copy(model)
         encoder._modules = dict(model._modules)
-        stack = _OrtEncoderStack(graph(_encoder_graph(model), quantize=False))
-        encoder._modules["encoder_layers"] = nn.ModuleList([stack])
+        encoder._modules["encoder_layers"] = nn.ModuleList([_OrtEncoderStack(graphs["encoder"])])
         if self.uses_memory:
-            self._steps[True] = graph(_step_graph(model, True))
-            self._memory_kv = graph(_kv_graph(model, "memory_attn"))
-            memory = _OrtMemoryEncoder(
-                graph(_memory_encoder_graph(model)), model.memory_encoder.uses_sources
-            )
+            self._steps[True] = graphs["memory_step"]
+            self._memory_kv = graphs["memory_kv"]
+            uses_sources = model.memory_encoder.uses_sources
+            memory = _OrtMemoryEncoder(graphs["memory_encoder"], uses_sources)
             encoder._modules["memory_encoder"] = memory
         object.__setattr__(self, "_encoder", encoder)  # not a child: no second copy of weights
         self._gate: Tensor | None = None
