@@ -71,12 +71,15 @@ class _StepGraph(nn.Module):
         self.n_heads, self.d_head = first.n_heads, first.d_head
         self.table = _position_table(model.positions)
 
-    def _heads(self, x: Tensor) -> Tensor:  # (R, 1, D) -> (R, H, 1, Dh)
-        return x.reshape(x.size(0), 1, self.n_heads, self.d_head).transpose(1, 2)
+    # Shapes are spelled with constants and -1 wherever they can be: a size read from a
+    # tensor becomes four graph operators (Shape, Gather, Unsqueeze, Concat) at every use,
+    # which were a third of the step's operators.
 
-    def _grouped(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+    def _heads(self, x: Tensor) -> Tensor:  # (R, 1, D) -> (R, H, 1, Dh): one position
+        return x.reshape(-1, self.n_heads, 1, self.d_head)
+
+    def _grouped(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor, g: int) -> Tensor:
         """q `(B, 1, D)` projected; k, v `(G, H, S, Dh)` shared by each sentence's B/G rows."""
-        g = k.size(0)
         q = q.reshape(g, -1, self.n_heads, self.d_head).transpose(1, 2)  # (G, H, K, Dh)
         w = torch.softmax(q @ k.transpose(-1, -2) * self.d_head**-0.5 + bias, dim=-1)
         out = (w @ v).transpose(1, 2)  # (G, K, H, Dh)
@@ -89,6 +92,9 @@ class _StepGraph(nn.Module):
             mem_bias, has_memory = rest[0], rest[1]
             rest = rest[2:]
         x = m.embed(tokens[:, None]) * m.embed_scale + self.table.index_select(0, position)
+        g = rest[2].size(0)  # sentences, from the first layer's cross-attention keys
+        if self.memory:  # (B, 1, 1): whether each row's sentence has a memory
+            has = has_memory.reshape(g, 1, 1).expand(-1, x.size(0) // g, 1).reshape(-1, 1, 1)
         new_kv: list[Tensor] = []
         gates: list[Tensor] = []
         for i, layer in enumerate(m.decoder_layers):
@@ -101,17 +107,16 @@ class _StepGraph(nn.Module):
             w = torch.softmax(
                 self._heads(a.q_proj(h)) @ k.transpose(-1, -2) * self.d_head**-0.5, -1
             )
-            x = x + a.out_proj((w @ v).transpose(1, 2).reshape(x.shape))
+            x = x + a.out_proj((w @ v).reshape(-1, 1, self.n_heads * self.d_head))
             h = layer.cross_attn_norm(x)
             c = layer.cross_attn
-            c_s = c.out_proj(self._grouped(c.q_proj(h), cross_k, cross_v, src_bias))
+            c_s = c.out_proj(self._grouped(c.q_proj(h), cross_k, cross_v, src_bias, g))
             if self.memory:
                 mem_k, mem_v = rest[per_layer * i + 4 : per_layer * i + 6]
                 r = layer.memory_attn
-                c_m = r.out_proj(self._grouped(r.q_proj(h), mem_k, mem_v, mem_bias))
+                c_m = r.out_proj(self._grouped(r.q_proj(h), mem_k, mem_v, mem_bias, g))
                 gate = torch.sigmoid(layer.gate_source(c_s) + layer.gate_memory(c_m))  # (B,1,1)
                 # Rows of a sentence without a memory: gate 1 and no memory context, exactly.
-                has = has_memory.expand(-1, c_s.size(0) // has_memory.size(0), 1).reshape(-1, 1, 1)
                 gate = gate * has + (1.0 - has)
                 c_m = c_m * has
                 gates.append(gate[:, 0])

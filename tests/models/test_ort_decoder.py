@@ -136,3 +136,18 @@ def test_modes_and_architectures_are_checked() -> None:
     # auto: what a model that ONNX Runtime cannot run falls back to on the CPU
     assert resolve("auto", "cpu", byte) == "int8"
     assert resolve("auto", "cuda", byte) == "none"
+
+
+def test_a_dense_store_of_the_float_model_encodes_once_for_the_ort_one(
+    bundle: Path, tmp_path: Path
+) -> None:
+    """Retrieval encodes a query with the bundle's float encoder, and the ONNX decoder reads
+    that very encoding: a request is still encoded once."""
+    from index_builder.corpus import Pair
+    from index_builder.store import build_store, load_retriever, open_store
+
+    loaded = load_bundle(bundle)
+    pairs = [Pair(s, t) for s, t in toy_pairs(20, seed=3)]
+    path = build_store(pairs, "toy", "dense-ngram", tmp_path, {"widths": [2]}, model=bundle)
+    retriever = load_retriever(open_store(path), loaded)
+    assert retriever.encodes_with(Translator.from_loaded(loaded, "ort-int8").model)

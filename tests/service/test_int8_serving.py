@@ -1,5 +1,6 @@
-"""RAGMT_QUANTIZE=int8: the served decoders use int8 weights, /info says so, and what they
-translate is cached apart from what float decoders translate."""
+"""RAGMT_QUANTIZE=int8 / ort-int8: the served decoders use int8 weights (in PyTorch or ONNX
+Runtime), /info says so, and what they translate is cached apart from what float decoders
+translate."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ async def test_int8_decoders_serve_and_are_cached_apart(bundle: Path, tmp_path: 
     texts = ["red house", "two blue tree"]
     apps = {
         q: create_app(Settings(model_path=bundle, stores_dir=tmp_path, beam_size=1, quantize=q))
-        for q in ("none", "int8")
+        for q in ("none", "int8", "ort-int8")
     }
     ids = {}
     for q, app in apps.items():
@@ -32,7 +33,8 @@ async def test_int8_decoders_serve_and_are_cached_apart(bundle: Path, tmp_path: 
             model = app.state.engine.models[0]
             ids[q] = model.decoder_id
             assert model.translator.model is not model.bundle.model or q == "none"
-    assert ids["none"] != ids["int8"] and ids["int8"].startswith(ids["none"])
+    assert len(set(ids.values())) == 3
+    assert ids["int8"].startswith(ids["none"]) and ids["ort-int8"].startswith(ids["none"])
 
 
 def test_int8_is_refused_off_the_cpu() -> None:
