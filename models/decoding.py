@@ -133,13 +133,13 @@ class RepeatBan:
         other.free = self.free.index_select(0, rows.cpu())
         return other
 
-    def apply(self, lp: Tensor, hist: Tensor, per_sentence: int) -> Tensor:
+    def apply(self, lp: Tensor, hist: Tensor | np.ndarray, per_sentence: int) -> Tensor:
         """`lp` `(R, V)` with each row's repeat-closing tokens banned (in place); `hist`
         `(R, t)` the rows' tokens so far, `per_sentence` rows (beams) per sentence."""
-        t = hist.size(1)
+        t = hist.shape[1]
         if t == 0:
             return lp
-        h = hist.cpu().numpy()
+        h = hist if isinstance(hist, np.ndarray) else hist.cpu().numpy()
         c = self.canon[h]  # (R, t)
         banned = [np.where(self.words[h[:, -1]], c[:, -1], -1)[:, None]]
         for gap in (0, 1):  # right after the span, or after one separating piece
@@ -149,6 +149,10 @@ class RepeatBan:
             # For every span length n at once: do the last n-1 tokens equal the n-1 tokens
             # that start n + gap back? Then that start token would close a repeat of n.
             ns = np.arange(2, top + 1)[:, None]  # (N, 1)
+            # A repeat of n needs the last token to equal the one n + gap back: most steps
+            # have no such n in any row and stop here.
+            if not (c[:, -1:] == c[:, t - 1 - ns[:, 0] - gap]).any():
+                continue
             back = np.arange(top - 1)[None, :]  # (1, J) 0 = the last token
             counted = back < ns - 1  # (N, J) the first n-1 positions count for n
             now = c[:, t - 1 - back[0]]  # (R, J)
@@ -276,7 +280,7 @@ def beam_search(
     device = _device(model)
     src = src.to(device)
     n_sent = src.size(0)
-    limits = _length_limits(model, src, max_len_a, max_len_b)
+    limits = np.array(_length_limits(model, src, max_len_a, max_len_b))
 
     # Encode once and project the cross-attention (and memory) keys/values once per sentence.
     # The state and those keys/values keep one row per sentence: the K hypotheses of a sentence
@@ -285,74 +289,79 @@ def beam_search(
     state = _encode(model, src, neighbours, source)
     cache = model.init_cache(state)
     has_memory = state.has_memory.tolist() if track else [False] * n_sent
-    alive = list(range(n_sent))  # sentence id of each group of K rows
-    scores = torch.full((n_sent, k), -math.inf, device=device)  # (A, K) summed log-probs
+    # The bookkeeping below runs in NumPy on the host on a few dozen numbers per sentence:
+    # some thirty operations a step, which cost PyTorch's dispatch 10-30 us each on the CPU.
+    # The model's step, the constraints and the top 2K per row stay on the model's device.
+    alive = np.arange(n_sent)  # sentence id of each group of K rows
+    scores = np.full((n_sent, k), -np.inf, dtype=np.float32)  # (A, K) summed log-probs
     scores[:, 0] = 0.0  # only beam 0 is live at first, so the K beams do not start as copies
-    hist = torch.empty((n_sent * k, 0), dtype=torch.long, device=device)  # (A*K, t) tokens
+    hist = np.empty((n_sent * k, 0), dtype=np.int64)  # (A*K, t) tokens
     last = torch.full((n_sent * k,), cfg.bos_id, dtype=torch.long, device=device)
-    gate_sum = torch.zeros(n_sent * k, device=device)  # (A*K,) gates along each beam so far
+    gate_sum = np.zeros(n_sent * k, dtype=np.float32)  # (A*K,) gates along each beam so far
     finished: list[list[tuple[float, list[int], float | None]]] = [[] for _ in range(n_sent)]
+    beams = np.arange(k)
     step = 0
-    while alive:
-        n_alive = len(alive)
-        forced = torch.tensor([limits[s] == step for s in alive]).repeat_interleave(k)
+    while alive.size:
+        n_alive = alive.size
+        forced = torch.from_numpy(np.repeat(limits[alive] == step, k))
         lp = _constrain(model.decode_step(last, state, cache), forced, model)  # (A*K, V)
         if repeats is not None:
             lp = repeats.apply(lp, hist, k)
-        if track:
-            gate_sum = gate_sum + model.last_gates()[:, -1].float()  # this step's input included
-        row_lp, row_tok = _row_candidates(lp, k)  # (A*K, n)
-        n = row_lp.size(1)
-        cand = (scores[:, :, None] + row_lp.view(n_alive, k, n)).view(n_alive, k * n)
+        if track:  # this step's input included
+            gate_sum = gate_sum + model.last_gates()[:, -1].float().cpu().numpy()
+        row_lp, row_tok = (t.cpu().numpy() for t in _row_candidates(lp, k))  # (A*K, n)
+        n = row_lp.shape[1]
+        cand = (scores[:, :, None] + row_lp.reshape(n_alive, k, n)).reshape(n_alive, k * n)
         # Stable sort: equal scores keep beam-then-row order, so K=1 ranks exactly as greedy.
-        cand_scores, order = cand.sort(dim=1, descending=True, stable=True)
         m = min(2 * k, k * n)
-        cand_scores, order = cand_scores[:, :m], order[:, :m]  # (A, m)
+        order = np.argsort(-cand, axis=1, kind="stable")[:, :m]  # (A, m)
+        at = np.arange(n_alive)[:, None]  # (A, 1) each row's own index
+        cand_scores = cand[at, order]
         cand_beam = order // n  # (A, m) beam each candidate extends
-        cand_tok = row_tok.view(n_alive, k * n).gather(1, order)  # (A, m)
-        is_eos = cand_tok.eq(cfg.eos_id)
+        cand_tok = row_tok.reshape(n_alive, k * n)[at, order]
+        is_eos = cand_tok == cfg.eos_id
 
         # Hypotheses ending among the K best candidates are final.
-        ends = (is_eos[:, :k] & cand_scores[:, :k].isfinite()).nonzero().tolist()
-        if ends:
-            beams = cand_beam.tolist()
-            final_scores = cand_scores.tolist()
-            rows = torch.tensor([a * k + beams[a][j] for a, j in ends], device=device)
-            tokens = hist[rows].tolist()
-            sums = gate_sum[rows].tolist() if track else [0.0] * len(ends)
-            for (a, j), toks, g in zip(ends, tokens, sums, strict=True):
-                norm = ((5.0 + len(toks) + 1) / 6.0) ** length_penalty
-                gate = g / (len(toks) + 1) if has_memory[alive[a]] else None  # BOS + tokens
-                finished[alive[a]].append((final_scores[a][j] / norm, toks, gate))
+        for a, j in np.argwhere(is_eos[:, :k] & np.isfinite(cand_scores[:, :k])).tolist():
+            row = a * k + int(cand_beam[a, j])
+            toks = hist[row].tolist()
+            norm = ((5.0 + len(toks) + 1) / 6.0) ** length_penalty
+            sentence = int(alive[a])
+            gate = float(gate_sum[row]) / (len(toks) + 1) if has_memory[sentence] else None
+            finished[sentence].append((float(cand_scores[a, j]) / norm, toks, gate))
 
         # The K best non-EOS candidates continue; EOS sorts last and is dead if picked anyway.
-        rank = is_eos.long() * m + torch.arange(m, device=device)  # (A, m)
-        pick = rank.argsort(dim=1)[:, :k]  # (A, K)
-        next_beam = cand_beam.gather(1, pick)
-        next_tok = cand_tok.gather(1, pick)
-        scores = cand_scores.gather(1, pick).masked_fill(is_eos.gather(1, pick), -math.inf)
-        reorder = (torch.arange(n_alive, device=device)[:, None] * k + next_beam).view(-1)
-        hist = torch.cat([hist.index_select(0, reorder), next_tok.view(-1, 1)], dim=1)
+        pick = np.argsort(is_eos * m + np.arange(m), axis=1)[:, :k]  # (A, K)
+        next_beam, next_tok = cand_beam[at, pick], cand_tok[at, pick]
+        scores = np.where(is_eos[at, pick], np.float32(-np.inf), cand_scores[at, pick])
+        reorder = (at * k + next_beam).reshape(-1)
+        hist = np.concatenate([hist[reorder], next_tok.reshape(-1, 1)], axis=1)
         if track:
-            gate_sum = gate_sum.index_select(0, reorder)
-        cache = cache.reorder_beams(reorder)  # rows move within each sentence's K beams
-        last = next_tok.view(-1)
+            gate_sum = gate_sum[reorder]
+        # rows move within each sentence's K beams
+        cache = cache.reorder_beams(torch.from_numpy(reorder).to(device))
+        last = torch.from_numpy(next_tok.reshape(-1)).to(device)
 
-        live = scores.isfinite().any(dim=1).tolist()
+        live = np.isfinite(scores).any(axis=1)
         keep = [
-            a for a, s in enumerate(alive) if len(finished[s]) < k and step < limits[s] and live[a]
+            a
+            for a in range(n_alive)
+            if len(finished[alive[a]]) < k and step < limits[alive[a]] and live[a]
         ]
         if len(keep) < n_alive:
-            groups = torch.tensor(keep, dtype=torch.long, device=device)
-            rows = (groups[:, None] * k + torch.arange(k, device=device)).view(-1)
-            state, cache = state.index_select(groups), cache.select_sentences(groups, rows)
-            hist, last = hist.index_select(0, rows), last.index_select(0, rows)
-            if track:
-                gate_sum = gate_sum.index_select(0, rows)
-            scores = scores.index_select(0, groups)
+            groups = np.array(keep, dtype=np.int64)
+            rows = (groups[:, None] * k + beams).reshape(-1)
+            groups_t, rows_t = (
+                torch.from_numpy(groups).to(device),
+                torch.from_numpy(rows).to(device),
+            )
+            state, cache = state.index_select(groups_t), cache.select_sentences(groups_t, rows_t)
+            hist, last = hist[rows], last.index_select(0, rows_t)
+            gate_sum = gate_sum[rows]
+            scores = scores[groups]
             if repeats is not None:
-                repeats = repeats.select(groups)
-            alive = [alive[a] for a in keep]
+                repeats = repeats.select(groups_t)
+            alive = alive[groups]
         step += 1
 
     # max() keeps the first of equal scores: the hypothesis that ended first.
