@@ -109,7 +109,7 @@ class DecoderCache:
             }
             for c in per_hyp.layers
         ]
-        return DecoderCache(layers=layers, step=self.step, per_sentence=self.per_sentence)
+        return dataclasses.replace(per_hyp, layers=layers)
 
     def reorder_beams(self, idx: Tensor) -> DecoderCache:
         """Rows `idx` of the per-hypothesis tensors, where `idx` only moves rows among the

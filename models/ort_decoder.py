@@ -25,6 +25,7 @@ import logging
 import tempfile
 import warnings
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,12 @@ def _position_table(positions: nn.Module) -> Tensor:
 class _StepGraph(nn.Module):
     """One decoding step as explicit operators, for export (not used to decode in PyTorch).
 
-    Inputs: tokens `(B,)`, position `(1,)`, source bias `(G, 1, 1, S)`, and per layer the
-    self-attention keys/values so far `(B, H, t, Dh)` and the cross-attention keys/values
-    `(G, H, S, Dh)`. With `memory`, also the memory bias `(G, 1, 1, M)`, which sentences have
-    a memory `(G, 1, 1)` as 0/1, and per layer the memory keys/values `(G, H, M, Dh)`.
+    Inputs: tokens `(B,)`, position `(1,)`, the order `(B,)` of the past rows each row
+    continues (beam search's reordering, done here rather than as a copy of its own), source
+    bias `(G, 1, 1, S)`, and per layer the self-attention keys/values so far `(B', H, t, Dh)`
+    and the cross-attention keys/values `(G, H, S, Dh)`. With `memory`, also the memory bias
+    `(G, 1, 1, M)`, which sentences have a memory `(G, 1, 1)` as 0/1, and per layer the memory
+    keys/values `(G, H, M, Dh)`.
     B = G*K rows: each sentence's K beams read one row of per-sentence tensors.
     Outputs: log-probs `(B, V)`, each layer's extended self-attention keys and values, and
     with `memory` the gate averaged over layers `(B, 1)`.
@@ -85,7 +88,9 @@ class _StepGraph(nn.Module):
         out = (w @ v).transpose(1, 2)  # (G, K, H, Dh)
         return out.reshape(-1, 1, self.n_heads * self.d_head)  # (B, 1, D)
 
-    def forward(self, tokens: Tensor, position: Tensor, src_bias: Tensor, *rest: Tensor):
+    def forward(
+        self, tokens: Tensor, position: Tensor, order: Tensor, src_bias: Tensor, *rest: Tensor
+    ):
         m = self.model
         per_layer = 6 if self.memory else 4
         if self.memory:
@@ -99,6 +104,8 @@ class _StepGraph(nn.Module):
         gates: list[Tensor] = []
         for i, layer in enumerate(m.decoder_layers):
             past_k, past_v, cross_k, cross_v = rest[per_layer * i : per_layer * i + 4]
+            # the rows of the last step's keys/values each hypothesis continues
+            past_k, past_v = past_k.index_select(0, order), past_v.index_select(0, order)
             a = layer.self_attn
             h = layer.self_attn_norm(x)
             k = torch.cat([past_k, self._heads(a.k_proj(h))], dim=2)  # (B, H, t+1, Dh)
@@ -190,9 +197,14 @@ def _step_graph(model: nn.Module, memory: bool) -> bytes:
     inputs = {
         "tokens": torch.full((b,), c.bos_id, dtype=torch.long),
         "position": torch.tensor([t], dtype=torch.long),
+        "order": torch.tensor([1, 0, 3, 2]),
         "src_bias": torch.zeros(g, 1, 1, s),
     }
-    axes: dict[str, dict[int, str]] = {"tokens": {0: "rows"}, "src_bias": {0: "groups", 3: "src"}}
+    axes: dict[str, dict[int, str]] = {
+        "tokens": {0: "rows"},
+        "order": {0: "rows"},
+        "src_bias": {0: "groups", 3: "src"},
+    }
     if memory:
         inputs["mem_bias"], inputs["has_memory"] = torch.zeros(g, 1, 1, m), torch.ones(g, 1, 1)
         axes["mem_bias"], axes["has_memory"] = {0: "groups", 3: "mem"}, {0: "groups"}
@@ -449,16 +461,18 @@ class OrtDecoder(nn.Module):
             first["mem_bias"] = _bias(state.retrieved_pad)
             first["has_memory"] = state.has_memory.float()[:, None, None]
         keys = frozenset(k for c in layers for k in c)
-        return DecoderCache(layers=layers, per_sentence=keys)
+        return _ReorderedCache(layers=layers, per_sentence=keys)
 
     def decode_step(self, last_tokens: Tensor, state: EncoderState, cache: DecoderCache) -> Tensor:
         """As `Transformer.decode_step`: log-probs `(B, V)`, `cache` extended in place."""
         first = cache.layers[0]
         memory = "mem_bias" in first
         rows = last_tokens.size(0)
+        order = getattr(cache, "order", None)
         feed = {
             "tokens": last_tokens.numpy(),
             "position": np.array([cache.step], dtype=np.int64),
+            "order": np.arange(rows) if order is None else order.numpy(),
             "src_bias": first["src_bias"].numpy(),
         }
         if memory:
@@ -482,6 +496,8 @@ class OrtDecoder(nn.Module):
                 feed[f"memory_k{i}"] = layer["memory_k"].numpy()
                 feed[f"memory_v{i}"] = layer["memory_v"].numpy()
         out = self._steps[memory].run(feed)
+        if isinstance(cache, _ReorderedCache):
+            cache.order = None
         for i, layer in enumerate(cache.layers):
             layer["self_k"] = torch.from_numpy(out[1 + 2 * i])
             layer["self_v"] = torch.from_numpy(out[2 + 2 * i])
@@ -495,6 +511,23 @@ class OrtDecoder(nn.Module):
         if self._gate is None:
             raise ValueError("no decoding step has run")
         return self._gate
+
+
+@dataclass
+class _ReorderedCache(DecoderCache):
+    """A cache whose self-attention keys/values are reordered by the next step's graph:
+    `order` `(B,)` holds, for each row to come, the row it continues (None: in order)."""
+
+    order: Tensor | None = None
+
+    def _rows(self, idx: Tensor, keep: frozenset[str]) -> DecoderCache:
+        deferred = keep | {"self_k", "self_v"}
+        layers = [
+            {k: v if k in deferred else v.index_select(0, idx) for k, v in c.items()}
+            for c in self.layers
+        ]
+        order = idx if self.order is None else self.order.index_select(0, idx)
+        return _ReorderedCache(layers, self.step, self.per_sentence, order)
 
 
 def _put(layers: list[dict[str, Tensor]], kind: str, kv: list[np.ndarray]) -> None:
