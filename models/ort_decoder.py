@@ -302,26 +302,33 @@ class _Graph:
         self.onnx_bytes, self.threads = onnx_bytes, threads
         self._session: Any = None
         self._session_threads = 0
+        self.inputs: frozenset[str] = frozenset()  # the exporter leaves out unread inputs
 
     def run(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         threads = self.threads or torch.get_num_threads()
         if threads != self._session_threads:
-            import onnxruntime as ort
-
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.log_severity_level = 3  # notes on unused initializers are not errors
-            # ORT's worker threads wait without spinning: between two graph calls PyTorch's
-            # own threads run, and on two cores both pools spinning made batch 1 3-4x slower
-            # with two threads than with one (medical test, memory model with retrieval)
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self._session = ort.InferenceSession(
-                self.onnx_bytes, options, providers=["CPUExecutionProvider"]
-            )
-            self._session_threads = threads
+            self._start(threads)
+        if len(feed) != len(self.inputs):  # e.g. the "tm" memory encoder reads no context
+            feed = {k: v for k, v in feed.items() if k in self.inputs}
         return self._session.run(None, feed)
+
+    def _start(self, threads: int) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # notes on unused initializers are not errors
+        # ORT's worker threads wait without spinning: between two graph calls PyTorch's own
+        # threads run, and on two cores both pools spinning made batch 1 3-4x slower with two
+        # threads than with one (medical test, memory model with retrieval)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = ort.InferenceSession(
+            self.onnx_bytes, options, providers=["CPUExecutionProvider"]
+        )
+        self._session_threads = threads
+        self.inputs = frozenset(i.name for i in self._session.get_inputs())
 
 
 class _OrtEncoderStack(nn.Module):
@@ -448,6 +455,11 @@ class OrtDecoder(nn.Module):
             encoder._modules["memory_encoder"] = memory
         object.__setattr__(self, "_encoder", encoder)  # not a child: no second copy of weights
         self._gate: Tensor | None = None
+
+    @property
+    def encoder_layers(self) -> nn.ModuleList:
+        """The encoder layers as this model runs them: one graph standing for all of them."""
+        return self._encoder.encoder_layers
 
     def encode(self, *args: Any, **kwargs: Any) -> EncoderState:
         """As the model's `encode`, its encoder layers (and memory encoder) run as graphs."""

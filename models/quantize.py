@@ -31,13 +31,15 @@ from models import ort_decoder
 # ort / ort-int8: decoding steps run by ONNX Runtime, float or int8 (models.ort_decoder)
 QUANTIZATIONS = ("auto", "none", "int8", "int8-rows", "ort", "ort-int8")
 CPU_ONLY = ("int8", "int8-rows", "ort", "ort-int8")
-# what auto means on the CPU for a model that ONNX Runtime can run
-AUTO_CPU = "int8"
+# what auto means on the CPU for a model that ONNX Runtime can run (docs/decoding-speed.md)
+AUTO_CPU = "ort-int8"
 
 
 def resolve(quantize: str, device: torch.device | str, model: nn.Module | None = None) -> str:
-    """`quantize` for `model` on `device`: "auto" becomes int8 on the CPU (measured within
-    0.16 BLEU of float on every test set, docs/decoding-speed.md) and none elsewhere."""
+    """`quantize` for `model` on `device`: "auto" becomes ort-int8 on the CPU for a model that
+    ONNX Runtime runs (`models.ort_decoder.supports`), int8 for another, and none elsewhere;
+    both CPU choices were measured within 0.3 BLEU of float on every test set
+    (docs/decoding-speed.md)."""
     if quantize not in QUANTIZATIONS:
         raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {quantize!r}")
     if quantize != "auto":

@@ -3,6 +3,7 @@ step by step and sentence by sentence; "ort-int8" still translates a trained toy
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from models.bundle import load_bundle
 from models.decoding import beam_search
 from models.ort_decoder import OrtDecoder, supports
 from models.quantize import resolve
-from models.semiparametric import Neighbours
+from models.semiparametric import MEMORY_MODES, Neighbours, SemiParametricModel
 from models.translator import DecodeOptions, Translator
 from tests.toy import gloss, toy_pairs
 
@@ -35,12 +36,15 @@ def test_ort_float_translates_exactly_as_pytorch(bundle: Path) -> None:
     )
 
 
-def test_each_step_gives_pytorchs_log_probs(memory_bundle: Path) -> None:
+@pytest.mark.parametrize("mode", MEMORY_MODES)
+def test_each_step_gives_pytorchs_log_probs(memory_bundle: Path, mode: str) -> None:
     """Step by step, beams sharing their sentence's keys/values, some sentences without a
-    memory: the graph's log-probs and gates are the float model's up to rounding."""
-    model = load_bundle(memory_bundle).model.eval()
-    ort = OrtDecoder(model, "ort")
+    memory, each memory variant: the graph's log-probs and gates are the float model's up to
+    rounding."""
+    config = dataclasses.replace(load_bundle(memory_bundle).model.config, memory_mode=mode)
     torch.manual_seed(0)
+    model = SemiParametricModel(config).eval()
+    ort = OrtDecoder(model, "ort")
     src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0], [10, 11, 12, 2]])
     pairs = [[([5, 6], [7, 8, 9])], [], [([10], [11, 12]), ([13, 14], [15])]]
     neighbours = Neighbours.from_lists(pairs, pad_id=model.config.pad_id)

@@ -116,7 +116,7 @@ def test_a_dense_store_of_the_float_model_encodes_once_for_the_int8_one(
 def test_auto_is_int8_on_the_cpu_and_float_elsewhere() -> None:
     from models.quantize import resolve
 
-    assert resolve("auto", "cpu") == "int8"
+    assert resolve("auto", "cpu") == "ort-int8"
     assert resolve("auto", torch.device("cuda", 0)) == "none"
     assert resolve("none", "cpu") == "none" and resolve("int8", "cpu") == "int8"
     with pytest.raises(ValueError, match="quantize must be one of"):

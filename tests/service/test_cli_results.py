@@ -65,7 +65,7 @@ def test_eval_appends_one_record_per_domain_saying_what_produced_it(
         "split_sentences": True,
         "batch_size": 32,
         "neighbours_k": None,
-        "quantize": "int8",  # auto, on the CPU
+        "quantize": "ort-int8",  # auto, on the CPU
         "block_repeats": 16,
         "keep_literals": True,
     }

@@ -88,15 +88,22 @@ async def test_dense_store_of_the_served_model_encodes_each_request_once(
     async with running(app) as c:
         model = app.state.engine.models[0].translator.model
         calls: list[int] = []
-        handle = model.encoder_layers[0].register_forward_hook(
-            lambda _m, args, _out: calls.append(args[0].size(0))
-        )
+        # the decoder's encoder, and the float model's that retrieval encodes with (the
+        # same module unless decoding runs in ONNX Runtime)
+        encoders = {id(m): m for m in (model, getattr(model, "float_model", model))}
+        handles = [
+            m.encoder_layers[0].register_forward_hook(
+                lambda _m, args, _out: calls.append(args[0].size(0))
+            )
+            for m in encoders.values()
+        ]
         try:
             resp = await c.post(
                 "/v1/translate", json={"texts": texts, "domain": "toy", "return_neighbours": True}
             )
         finally:
-            handle.remove()
+            for handle in handles:
+                handle.remove()
         assert resp.status_code == 200, resp.text
         assert calls == [3]  # one pass over the three texts; retrieval's and decoding's
     results = resp.json()["results"]
