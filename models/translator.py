@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,8 @@ DEFAULT_BUNDLE = Path(__file__).resolve().parent / "semiparametric_bundle"
 BASELINE_BUNDLE = Path(__file__).resolve().parent / "baseline_bundle"
 
 
+# Retrieved texts whose pieces a translator keeps (`Translator._pieces`).
+NEIGHBOUR_PIECES = 20_000
 FORMATS = ("text", "html")  # what a text may be: plain text, or an HTML fragment or page
 NeighbourTexts = Sequence[tuple[str, str]]  # retrieved (source, target) pairs of one text
 
@@ -112,6 +115,10 @@ class Translator:
         )
         self.card = card
         self._repeats: Repeats | None = None  # what counts as a loop, made when first needed
+        # A store returns the same pairs to many requests: their pieces are kept by text and
+        # language, so a request tokenises only the neighbours it has not met before (about
+        # a millisecond a sentence at batch 1 otherwise, as long as retrieving them).
+        self._pieces = functools.lru_cache(maxsize=NEIGHBOUR_PIECES)(self._encode_pieces)
 
     @classmethod
     def from_bundle(
@@ -279,6 +286,9 @@ class Translator:
                 out[i] = memory[j, : len(ids[i])]
         return out
 
+    def _encode_pieces(self, text: str, lang: str) -> tuple[int, ...]:
+        return tuple(self.tokenizer.encode(text, lang))
+
     def _neighbours(self, batch: Sequence[NeighbourTexts]) -> Neighbours:
         """Tokenise retrieved pairs, capped to the model's neighbour count and width."""
         c = self.model.config
@@ -286,8 +296,8 @@ class Translator:
         pairs = [
             [
                 (
-                    self.tokenizer.encode(s, self.source_lang)[:width],
-                    self.tokenizer.encode(t, self.target_lang)[:width],
+                    self._pieces(s, self.source_lang)[:width],
+                    self._pieces(t, self.target_lang)[:width],
                 )
                 for s, t in sentence[: c.max_neighbours]
             ]

@@ -769,3 +769,21 @@ def test_dropping_finished_sentences_keeps_their_shared_and_beam_rows(batch) -> 
         assert torch.equal(after["memory_k"], before["memory_k"][[0, 2]])
         assert torch.equal(after["self_v"], before["self_v"][[0, 1, 4, 5]])
     assert kept.per_sentence == cache.per_sentence and kept.step == cache.step
+
+
+@pytest.mark.integration
+def test_neighbour_pieces_are_kept_and_change_nothing(memory_bundle: Path) -> None:
+    """A retrieved pair met again is not tokenised again, and decodes as it did the first
+    time (and as with a translator that never met it)."""
+    from models.translator import DecodeOptions, Translator
+    from tests.toy import toy_pairs
+
+    texts = ["red house", "two blue tree"]
+    pairs = [toy_pairs(3, seed=1), toy_pairs(3, seed=1)]  # the same neighbours twice
+    translator = Translator.from_bundle(memory_bundle, quantize="none")
+    first = translator.translate(texts, DecodeOptions(beam_size=2), pairs)
+    info = translator._pieces.cache_info()
+    assert info.misses == 6 and info.hits == 6  # 3 pairs, 2 sides; met again once
+    again = translator.translate(texts, DecodeOptions(beam_size=2), pairs)
+    fresh = Translator.from_bundle(memory_bundle, quantize="none")
+    assert first == again == fresh.translate(texts, DecodeOptions(beam_size=2), pairs)
