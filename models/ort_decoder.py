@@ -350,20 +350,15 @@ class _OrtMemoryEncoder(nn.Module):
         super().__init__()
         self.graph, self.uses_sources = graph, uses_sources
 
-    def forward(
-        self,
-        tgt: Tensor,
-        tgt_pad: Tensor,
-        src: Tensor | None,
-        src_pad: Tensor | None,
-        context: Tensor,
-        context_pad: Tensor,
-    ) -> Tensor:
-        feed = {"tgt": tgt.contiguous().numpy(), "tgt_pad": tgt_pad.contiguous().numpy()}
-        if self.uses_sources:
-            assert src is not None and src_pad is not None
-            feed |= {"src": src.contiguous().numpy(), "src_pad": src_pad.contiguous().numpy()}
-        feed |= {"context": context.contiguous().numpy(), "context_pad": context_pad.numpy()}
+    def forward(self, *inputs: Tensor | None) -> Tensor:
+        """`MemoryEncoder.forward`'s arguments in its order; `src`, `src_pad` None but for
+        "cstm"."""
+        names = ("tgt", "tgt_pad", "src", "src_pad", "context", "context_pad")
+        feed = {
+            name: t.contiguous().numpy()
+            for name, t in zip(names, inputs, strict=True)
+            if t is not None
+        }
         return torch.from_numpy(self.graph.run(feed)[0])
 
 
