@@ -1,6 +1,7 @@
-"""CPU decoding side by side in one run: ragmt's float and int8 decoders, the memory model with
-and without retrieval, and CTranslate2 (float32 and int8) converting the baseline's own
-weights, at beam 4 on one domain's test sentences, with 1 and 2 torch/CTranslate2 threads:
+"""CPU decoding side by side in one run: ragmt's float, int8 and ONNX Runtime int8 (the default)
+decoders, the memory model with and without retrieval, and CTranslate2 (float32 and int8)
+converting the baseline's own weights, at beam 4 on one domain's test sentences, with 1 and 2
+torch/CTranslate2 threads:
 
     python -m benchmarks.cpu_decode --data data/en-de --stores STORES --domain medical \
         [--results FILE]

@@ -27,8 +27,8 @@ from torch import Tensor, nn
 
 from models import ort_decoder
 
-# auto: int8 on the CPU, none elsewhere; int8-rows: int8, each row quantized on its own;
-# ort / ort-int8: decoding steps run by ONNX Runtime, float or int8 (models.ort_decoder)
+# auto: see `resolve`; int8-rows: int8, each row quantized on its own; ort / ort-int8: the
+# model encoded and decoded by ONNX Runtime, float or int8 (models.ort_decoder)
 QUANTIZATIONS = ("auto", "none", "int8", "int8-rows", "ort", "ort-int8")
 CPU_ONLY = ("int8", "int8-rows", "ort", "ort-int8")
 # what auto means on the CPU for a model that ONNX Runtime can run (docs/decoding-speed.md)

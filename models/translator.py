@@ -129,10 +129,11 @@ class Translator:
 
     @classmethod
     def from_loaded(cls, bundle: LoadedBundle, quantize: str = "none") -> Translator:
-        """`quantize`: "int8" decodes with int8 decoder weights (`models.quantize`, CPU only;
-        "int8-rows": activations quantized row by row, so a batch changes no output),
-        "auto" with int8 on the CPU and float elsewhere; the bundle's own model stays float for
-        what else uses it (a dense store's encoder)."""
+        """`quantize`: "ort-int8" / "ort" encode and decode in ONNX Runtime, int8 or float
+        (`models.ort_decoder`, CPU only); "int8" decodes with PyTorch int8 decoder weights
+        (`models.quantize`; "int8-rows": activations quantized row by row, so a batch changes
+        no output); "auto" as `models.quantize.resolve` says. The bundle's own model stays
+        float for what else uses it (a dense store's encoder)."""
         quantize = resolve(quantize, next(bundle.model.parameters()).device, bundle.model)
         card = model_card(bundle.manifest, bundle.path)
         file = bundle.file(card.tokenizer_file) if card.tokenizer_file else None

@@ -152,7 +152,8 @@ class DenseNgramRetriever:
     def encodes_with(self, model: nn.Module) -> bool:
         """Whether this store's vectors come from `model`'s own encoder (the very module), so
         that a translator of `model` can encode a query once for retrieval and decoding; an
-        int8 decoder made from it (`models.quantize`) shares that encoder."""
+        int8 or ONNX Runtime decoder made from it (`models.quantize`, `models.ort_decoder`)
+        names it as its `float_model`."""
         return self.encoder.model is model or getattr(model, "float_model", None) is (
             self.encoder.model
         )
