@@ -447,7 +447,7 @@ class OrtDecoder(nn.Module):
             memory = _OrtMemoryEncoder(graphs["memory_encoder"], uses_sources)
             encoder._modules["memory_encoder"] = memory
         object.__setattr__(self, "_encoder", encoder)  # not a child: no second copy of weights
-        self._gate: Tensor | None = None
+        self._gate: Tensor | int | None = None  # the last step's gates, or its row count
 
     @property
     def encoder_layers(self) -> nn.ModuleList:
@@ -510,8 +510,8 @@ class OrtDecoder(nn.Module):
         for i, layer in enumerate(cache.layers):
             layer["self_k"] = torch.from_numpy(out[1 + 2 * i])
             layer["self_v"] = torch.from_numpy(out[2 + 2 * i])
-        if self.uses_memory:
-            self._gate = torch.from_numpy(out[-1]) if memory else torch.ones(rows, 1)
+        if self.uses_memory:  # without a memory the gate is 1: made only when asked for
+            self._gate = torch.from_numpy(out[-1]) if memory else rows
         cache.step += 1
         return torch.from_numpy(out[0])
 
@@ -519,6 +519,8 @@ class OrtDecoder(nn.Module):
         """The last step's gate averaged over the decoder layers `(B, 1)` (1.0 without memory)."""
         if self._gate is None:
             raise ValueError("no decoding step has run")
+        if isinstance(self._gate, int):  # rows of a step without a memory
+            return torch.ones(self._gate, 1)
         return self._gate
 
 

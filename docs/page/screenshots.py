@@ -23,20 +23,12 @@ from playwright.sync_api import expect, sync_playwright
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the browser settings below
+
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP, PHONE  # noqa: E402
+
 MODEL = ROOT / "models" / "semiparametric_bundle"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ADMIN = "screenshot-admin-key"
-LAPTOP, PHONE = {"width": 1366, "height": 860}, {"width": 390, "height": 844}
 TEXT = "Click OK to save the file.\nThe printer is not responding."
 PAIRS = [
     ("Click OK to close the dialog.", "Klicken Sie auf OK, um den Dialog zu schließen."),
@@ -142,7 +134,7 @@ def main() -> None:
             second = work / "manuals-2.tmx"  # the upload the management view shows
             second.write_text(tmx(PAIRS), encoding="utf-8")
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
                 shoot(browser, base, second)
                 browser.close()
         finally:

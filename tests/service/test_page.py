@@ -22,27 +22,15 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.routes.page import DOCS_FILES, PAGE_DIR, PAGE_FILES, docs_dir
 from service.settings import Settings
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP, PHONE
 from tests.service.conftest import ragmt_serve
 
 pytestmark = pytest.mark.system
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "models" / "semiparametric_bundle"
-CHROMIUM = Path("/usr/bin/chromium")
-# headless, and nothing of its own on the network: no updates, no sync, no QUIC probes
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ADMIN = "page-admin-key"
 FAILED_RESOURCE = "Failed to load resource: the server responded with a status of 4"
-LAPTOP, PHONE = {"width": 1366, "height": 860}, {"width": 390, "height": 844}
 MANUALS = [
     ("Click OK to close the dialog.", "Klicken Sie auf OK, um den Dialog zu schließen."),
     ("The file could not be saved.", "Die Datei konnte nicht gespeichert werden."),
