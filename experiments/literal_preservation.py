@@ -91,6 +91,16 @@ def preserved(source: str, output: str, tokens: list[str]) -> bool:
     return all(output.index(a) < output.index(b) for a, b in pairs)
 
 
+_MARKED_WORDS = re.compile(r"<([a-z]+)[^<>]*>[^<>]*[A-Za-z][^<>]*</\1>")
+
+
+def _hollow_pct(rows: list[int], sources: list[str], outputs: list[str]) -> float:
+    """Percent of `rows` whose output holds a tag pair left empty (`tag_pairs.hollow`)."""
+    from models.tag_pairs import hollow
+
+    return round(100 * sum(hollow(sources[i], outputs[i]) for i in rows) / max(1, len(rows)), 2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=Path("data/en-de"))
@@ -106,7 +116,7 @@ def main() -> None:
     from index_builder.store import load_retriever, open_store
     from models import pipeline
     from models.bundle import load_bundle
-    from models.literals import _MASK_OUT, keeps_literals
+    from models.literals import MASK_OUT, keeps_literals
     from models.results import FORMAT, append_record, git_state
     from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
@@ -136,7 +146,9 @@ def main() -> None:
                 translator, prepared.sentences, options, prepared.pairs, prepared.encodings
             )
             outputs = [o.text for o in pipeline.finish(prepared, decoded)]
+            unrepaired = [o.text for o in pipeline.finish(prepared, decoded, repair_markup=False)]
             ok = [preserved(t, o, k) for (t, k, _), o in zip(checks, outputs, strict=True)]
+            marked = [i for i, (t, _, _) in enumerate(checks) if _MARKED_WORDS.search(t)]
             by_kind: dict[str, list[bool]] = {}
             for (_, _, kinds), good in zip(checks, ok, strict=True):
                 for kind in kinds.split("+"):
@@ -152,6 +164,11 @@ def main() -> None:
                 "by_kind_pct": {
                     k: round(100 * sum(v) / len(v), 1) for k, v in sorted(by_kind.items())
                 },
+                # sentences with a tag pair around words, and the share of them whose pair
+                # came back empty (German moved the word) before and after `tag_pairs.repair`
+                "marked_sentences": len(marked),
+                "hollow_unrepaired_pct": _hollow_pct(marked, texts, unrepaired),
+                "hollow_pct": _hollow_pct(marked, texts, outputs),
                 "seed": args.seed,
                 "model": str(args.model or DEFAULT_BUNDLE),
                 "git": git,
@@ -162,7 +179,7 @@ def main() -> None:
                 own = [keeps_literals(segments[i], decoded[i].text) for i in prepared.variants]
                 record["own_translation_kept_pct"] = round(100 * sum(own) / max(1, len(own)), 2)
                 copied = [  # the masked copies: did the model write each mask once?
-                    sorted(int(x) for x in _MASK_OUT.findall(decoded[n + j].text))
+                    sorted(int(x) for x in MASK_OUT.findall(decoded[n + j].text))
                     == list(range(1, len(prepared.masked[i].literals) + 1))
                     for j, i in enumerate(prepared.variants)
                 ]
@@ -173,7 +190,8 @@ def main() -> None:
                 f"{record['preserved_pct']:6.2f}% preserved "
                 f"(own {record.get('own_translation_kept_pct', '-')}, "
                 f"masks copied {record.get('model_copied_masks_pct', '-')}) "
-                f"{record['by_kind_pct']}",
+                f"{record['by_kind_pct']} hollow pairs {record['hollow_unrepaired_pct']}% -> "
+                f"{record['hollow_pct']}% of {len(marked)}",
                 flush=True,
             )
             if args.results:

@@ -24,6 +24,11 @@ from typing import Protocol
 
 __all__ = [
     "KINDS",
+    "LITERAL",
+    "MASK",
+    "MASK_OUT",
+    "PEELED",
+    "TAG",
     "TEMPLATE_PLACEHOLDER",
     "Masked",
     "Terms",
@@ -33,6 +38,7 @@ __all__ = [
     "keeps_terms",
     "mask",
     "mask_pair",
+    "tag_pairs",
     "unmask",
 ]
 
@@ -71,16 +77,16 @@ KINDS: dict[str, str] = {
         r"(?:[\uFE0F\u200D\U0001F3FB-\U0001F3FF]|[\U0001F000-\U0001FAFF\u2600-\u27BF])*"
     ),
 }
-_LITERAL = re.compile("|".join(f"(?P<{k}>{p})" for k, p in KINDS.items()))
+LITERAL = re.compile("|".join(f"(?P<{k}>{p})" for k, p in KINDS.items()))
 PEELED = frozenset({"markup", "emoji"})
 MASK = "{{{}}}"  # mask k of a text: {k}, counted from 1
-_MASK_OUT = re.compile(r"\{\s*(\d+)\s*\}")  # as the model may write it back
+MASK_OUT = re.compile(r"\{\s*(\d+)\s*\}")  # as the model may write it back
 _BROKEN_MASK = re.compile(r"\{\s*\d+\s*\}?|(?<![\w\0])\d+\s*\}")
 
 
 def find_literals(text: str) -> list[tuple[int, int, str]]:
     """The literal spans of `text`: (start, end, kind), in order, not overlapping."""
-    return [(m.start(), m.end(), m.lastgroup or "") for m in _LITERAL.finditer(text)]
+    return [(m.start(), m.end(), m.lastgroup or "") for m in LITERAL.finditer(text)]
 
 
 class Terms(Protocol):
@@ -163,7 +169,7 @@ def mask(text: str, terms: Terms | None = None, literals: bool = True) -> Masked
         cursor = end
     pieces.append(text[cursor:body_end])
     masked = " ".join("".join(pieces).split())
-    if not any(c.isalpha() for c in _MASK_OUT.sub("", masked)):  # nothing to translate
+    if not any(c.isalpha() for c in MASK_OUT.sub("", masked)):  # nothing to translate
         return Masked("", prefix=_restored(text, spans))
     where = tuple(
         masked.index(MASK.format(k + 1)) / max(1, len(masked)) for k in range(len(values))
@@ -182,13 +188,13 @@ def _restored(text: str, spans: list[tuple[int, int, str, str]]) -> str:
     return "".join(out) + text[cursor:]
 
 
-_TAG = re.compile(r"<[^<>]*>")
+TAG = re.compile(r"<[^<>]*>")
 
 
 def _cased(target: str, source: str, before: str) -> str:
     """A term's target as written where it lands: capitalised where it opens the sentence and
     the source's term was (`before` is the output ahead of it)."""
-    opens = not any(c.isalnum() for c in _TAG.sub("", before))
+    opens = not any(c.isalnum() for c in TAG.sub("", before))
     if opens and source[:1].isupper() and target[:1].islower():
         return target[:1].upper() + target[1:]
     return target
@@ -272,7 +278,7 @@ def unmask(translation: str, masked: Masked) -> str:
     out: list[str] = []
     used: set[int] = set()
     cursor = 0
-    for m in _MASK_OUT.finditer(translation):
+    for m in MASK_OUT.finditer(translation):
         out.append(translation[cursor : m.start()])
         k = int(m.group(1))
         if 1 <= k <= len(masked.literals) and k not in used:
@@ -286,7 +292,7 @@ def unmask(translation: str, masked: Masked) -> str:
             text = _insert_at(text, f"\0{k}\0", masked.where[k - 1])
     terms = {k for k, _ in masked.terms}
     tags = tuple("" if k in terms else x for k, x in enumerate(masked.literals, start=1))
-    for k_open, k_close in _tag_pairs(tags):  # a pair the model put back to front
+    for k_open, k_close in tag_pairs(tags):  # a pair the model put back to front
         a, b = text.find(f"\0{k_open}\0"), text.find(f"\0{k_close}\0")
         if a > b >= 0:
             text = text.replace(f"\0{k_open}\0", "\1").replace(f"\0{k_close}\0", f"\0{k_open}\0")
@@ -313,7 +319,7 @@ _NUL_MASK = re.compile(r"\0\d+\0")
 _TAG_NAME = re.compile(r"<(/?)([A-Za-z][\w:.-]*)")
 
 
-def _tag_pairs(literals: tuple[str, ...]) -> list[tuple[int, int]]:
+def tag_pairs(literals: tuple[str, ...]) -> list[tuple[int, int]]:
     """(opening, closing) mask numbers of the markup literals that pair up, in order."""
     pairs, stack = [], []
     for k, literal in enumerate(literals, start=1):

@@ -11,9 +11,10 @@ changes everywhere at once:
 - decode: the model's own strategy (`Translator.translate_detailed`), batched; concurrent
   requests' sentences may share one call;
 - finish: a sentence's own translation kept where it kept its literals and used its glossary
-  terms, else its masked copy's with them restored (each term as its glossary target);
-  sentences joined back into texts, each with its mean memory gate, the neighbours it read and
-  the step timings.
+  terms, else its masked copy's with them restored (each term as its glossary target); where a
+  tag pair came back empty (German moved the word it marked), the tags moved around that word,
+  else a third copy's, with the pair masked whole, translation used; sentences joined back into
+  texts, each with its mean memory gate, the neighbours it read and the step timings.
 
 Retrieval is passed in as a function (`Retrieve`) so that this package imports no index code;
 `index_builder.retrieval.serving.retrieve_with` makes one from a store's retriever.
@@ -32,6 +33,7 @@ from torch import Tensor
 from models.literals import Masked, Terms, keeps, mask, mask_pair, unmask
 from models.markup import Document, fill, split_html
 from models.segment import Segmented, is_blank, segment
+from models.tag_pairs import Wrapped, repair, wrap
 from models.translator import DecodeOptions, Translation, Translator
 
 __all__ = [
@@ -83,11 +85,31 @@ class Prepared:
             if (m.literals or m.prefix or m.suffix) and not m.empty
         ]
 
+    @cached_property
+    def wraps(self) -> dict[int, Wrapped]:
+        """The variants whose masked text holds a tag pair around words, with each such pair
+        masked whole (`literals.wrap`): its words may move in translation and leave the tags
+        empty, which `finish` repairs with the wrapped text's and the pairs' own translations."""
+        masked = self.masked or []
+        found = {i: wrap(masked[i]) for i in self.variants}
+        return {i: w for i, w in found.items() if w is not None}
+
+    @cached_property
+    def extra(self) -> list[tuple[int, Masked]]:
+        """(sentence, text) decoded after the variants: per wrap its wrapped text, then what
+        each of its pairs encloses (unless that is literals only)."""
+        return [
+            (i, m)
+            for i, w in self.wraps.items()
+            for m in (w.masked, *(x for x in w.inner if not x.empty))
+        ]
+
     @property
     def sentences(self) -> list[str]:
-        """What decoding translates: each sentence, then each variant's masked text."""
+        """What decoding translates: each sentence, each variant's masked text, then `extra`."""
         masked = self.masked or []
-        return self.seg.segments + [masked[i].text for i in self.variants]
+        own = self.seg.segments + [masked[i].text for i in self.variants]
+        return own + [m.text for _, m in self.extra]
 
     @property
     def pairs(self) -> list[list[tuple[str, str]]] | None:
@@ -97,16 +119,20 @@ class Prepared:
             return None
         own = [[(h.source, h.target) for h in found] for found in self.hits]
         masked = self.masked or []
-        return own + [
+        out = own + [
             [mask_pair(h.source, h.target, masked[i]) for h in self.hits[i]] for i in self.variants
         ]
+        for i, w in self.wraps.items():  # as `extra`: the wrapped text masked, enclosed ones as is
+            out.append([mask_pair(h.source, h.target, w.masked) for h in self.hits[i]])
+            out += [list(own[i]) for m in w.inner if not m.empty]
+        return out
 
     @property
     def encodings(self) -> list[Tensor | None] | None:
         """Per sentence of `sentences` its encoding made by retrieval (None: encode it)."""
         if self.sources is None:
             return None
-        return [*self.sources, *([None] * len(self.variants))]
+        return [*self.sources, *([None] * (len(self.variants) + len(self.extra)))]
 
 
 @dataclass(frozen=True)
@@ -205,14 +231,17 @@ def decode(
     )
 
 
-def finish(prepared: Prepared, decoded: Sequence[Translation]) -> list[Output]:
+def finish(
+    prepared: Prepared, decoded: Sequence[Translation], repair_markup: bool = True
+) -> list[Output]:
     """Per text: its sentences' translations joined (a sentence with literal text or glossary
     terms: its own translation where that kept every literal and used every term, else its
-    masked one restored; an HTML text's units put back between its tags); their mean gate;
-    their neighbours."""
+    masked one restored; a tag pair left empty repaired, `tag_pairs.repair`, unless not
+    `repair_markup`, which measures the repair; an HTML text's units put back between its
+    tags); their mean gate; their neighbours."""
     seg = prepared.seg
     n = len(seg.segments)
-    if len(decoded) != n + len(prepared.variants):
+    if len(decoded) != n + len(prepared.variants) + len(prepared.extra):
         raise ValueError(f"{len(decoded)} translations for {len(prepared.sentences)} sentences")
     outs, gates_of = [t.text for t in decoded[:n]], [t.gate for t in decoded[:n]]
     masked = prepared.masked or []
@@ -223,6 +252,11 @@ def finish(prepared: Prepared, decoded: Sequence[Translation]) -> list[Output]:
         if not keeps(seg.segments[i], outs[i], masked[i]):  # the masked translation, restored
             outs[i] = unmask(decoded[n + j].text, masked[i])
             gates_of[i] = decoded[n + j].gate
+    later = iter(decoded[n + len(prepared.variants) :])
+    for i, w in prepared.wraps.items() if repair_markup else ():  # pairs left empty
+        whole = next(later).text
+        inner = [unmask("" if m.empty else next(later).text, m) for m in w.inner]
+        outs[i] = repair(seg.segments[i], outs[i], w, whole, inner)
     texts = seg.join(outs)
     gates = seg.mean(gates_of)
     hits = seg.gather(prepared.hits) if prepared.hits is not None else [[] for _ in texts]

@@ -3,16 +3,19 @@ output for the same request, and the pipeline retrieves for the model's store ki
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from index_builder.retrieval.serving import retrieve_with
 from index_builder.store import load_retriever, open_store
 from models import pipeline
 from models.bundle import load_bundle
-from models.translator import DecodeOptions, Translator
+from models.literals import find_literals
+from models.translator import DecodeOptions, Translation, Translator
 from service.app import create_app
 from service.cli import app as cli
 from service.settings import Settings
@@ -106,3 +109,108 @@ async def test_literal_text_comes_back_exactly_and_plain_text_is_unchanged(bundl
     assert outs[5:] == [o.text for o in off.outputs]
     prepared = pipeline.prepare(translator, literal + plain)
     assert prepared.variants == [0, 1, 2, 3]  # decoded masked too; a bare URL is not decoded
+
+
+@dataclass
+class FakeTranslator:
+    """What `prepare` reads of a translator."""
+
+    source_lang: str = "en"
+    uses_memory: bool = False
+
+
+@dataclass
+class Hit:
+    source: str
+    target: str
+
+
+def test_a_tag_pair_left_empty_is_moved_to_its_words_else_wrapped_whole() -> None:
+    texts = [
+        "<b>Save</b> your changes before closing.",
+        "Click <b>Save</b> to keep your changes.",
+        "Open <b>the file</b> now.",
+        "Press <b>Enter</b> twice.",
+    ]
+    hit = Hit("Click <b>Save</b> now.", "Klicken Sie jetzt auf <b>Save</b>.")  # kept as a name
+
+    def retrieve(sentences, k):
+        return [[hit] for _ in sentences], [torch.zeros(1, 2) for _ in sentences]
+
+    memory = FakeTranslator(uses_memory=True)
+    prepared = pipeline.prepare(memory, texts, DecodeOptions(), retrieve)  # type: ignore[arg-type]
+    assert prepared.sentences == [
+        *texts,
+        "Save {1} your changes before closing.",
+        "Click {1} Save {2} to keep your changes.",
+        "Open {1} the file {2} now.",
+        "Press {1} Enter {2} twice.",
+        "{1} your changes before closing.",  # each pair masked whole, then what it encloses
+        "Save",
+        "Click {1} to keep your changes.",
+        "Save",
+        "Open {1} now.",
+        "the file",
+        "Press {1} twice.",
+        "Enter",
+    ]
+    pairs, encodings = prepared.pairs, prepared.encodings
+    assert pairs is not None and encodings is not None
+    assert len(pairs) == len(encodings) == len(prepared.sentences) == 16
+    assert pairs[5] == [("Click {1} Save {2} now.", "Klicken Sie jetzt auf {1} Save {2} .")]
+    assert pairs[10] == [("Click {1} now.", "Klicken Sie jetzt auf {1} .")]  # the pair whole
+    assert pairs[11] == [(hit.source, hit.target)]  # an enclosed text reads the hits as they are
+    assert [e is None for e in encodings] == [False] * 4 + [True] * 12
+
+    decoded = [
+        Translation(t, None)
+        for t in [
+            "<b>Save</b> Ihre Änderungen vor dem Schließen.",  # copied: the masked one
+            "Klicken Sie auf <b>Save</b>, um Ihre Änderungen zu halten.",  # copied too
+            "Öffnen Sie jetzt <b>die Datei</b>.",  # kept, nothing empty: as it is
+            "<b></b> Zweimal Enter drücken.",  # kept, but empty: repaired too
+            "{1} Ihre Änderungen vor dem Schließen speichern.",
+            "Klicken Sie auf {1}{2}, um Ihre Änderungen zu halten.",
+            "Öffnen Sie {1} die Datei {2} jetzt.",
+            "Drücken Sie {1} Enter {2} zweimal.",
+            "{1} Ihre Änderungen vor dem Schließen.",
+            "Speichern",
+            "Klicken Sie auf {1}, um Ihre Änderungen zu behalten.",
+            "Speichern",
+            "Öffnen Sie {1} jetzt.",
+            "die Datei",
+            "Drücken Sie {1} zweimal.",
+            "Enter",
+        ]
+    ]
+    out = [o.text for o in pipeline.finish(prepared, decoded)]
+    assert out == [
+        "Ihre Änderungen vor dem Schließen <b>speichern</b>.",  # moved to its word
+        "Klicken Sie auf <b>Speichern</b>, um Ihre Änderungen zu behalten.",  # wrapped whole
+        "Öffnen Sie jetzt <b>die Datei</b>.",
+        "Zweimal <b>Enter</b> drücken.",
+    ]
+    for text, translation in zip(texts, out, strict=True):
+        for a, b, _ in find_literals(text):
+            assert translation.count(text[a:b]) == text.count(text[a:b])
+    with pytest.raises(ValueError, match="15 translations for 16 sentences"):
+        pipeline.finish(prepared, decoded[:-1])
+
+
+def test_an_html_unit_whose_pair_came_back_empty_is_repaired_between_its_blocks() -> None:
+    options = DecodeOptions(format="html")
+    texts = ["<p>Click <b>Save</b> to keep your changes.</p>"]
+    prepared = pipeline.prepare(FakeTranslator(), texts, options)  # type: ignore[arg-type]
+    assert prepared.sentences[2:] == ["Click {1} to keep your changes.", "Save"]
+    decoded = [
+        Translation(t, None)
+        for t in [
+            "Klicken Sie auf <b>Save</b>, um Ihre Änderungen zu halten.",
+            "Klicken Sie auf {1}{2}, um Ihre Änderungen zu halten.",
+            "Klicken Sie auf {1}, um Ihre Änderungen zu behalten.",
+            "Speichern",
+        ]
+    ]
+    assert [o.text for o in pipeline.finish(prepared, decoded)] == [
+        "<p>Klicken Sie auf <b>Speichern</b>, um Ihre Änderungen zu behalten.</p>"
+    ]
