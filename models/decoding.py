@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -76,8 +77,10 @@ class Repeats:
     twin (a loop that changes case is still one), `words` `(V,)` marks whole-word pieces,
     which may not follow themselves ("Speichern speichern"), and spans of 2 to `max_n`
     tokens may not follow themselves ("heute nett heute nett"), nor follow themselves after
-    one separating piece of `gaps` `(V,)` ("die Söhne, die Söhne"; None: no such pieces).
-    Made once per tokenizer; `ban` makes a batch's `RepeatBan`."""
+    one separating piece of `gaps` `(V,)` ("die Söhne, die Söhne"; None: no such pieces);
+    nor may a whole word follow itself after one piece of `stops` `(V,)` that ends a sentence
+    ("Abschnitte. Abschnitte"; None: no such pieces). Made once per tokenizer; `ban` makes
+    a batch's `RepeatBan`."""
 
     def __init__(
         self,
@@ -85,11 +88,13 @@ class Repeats:
         words: Tensor,
         max_n: int,
         gaps: Tensor | None = None,
+        stops: Tensor | None = None,
     ) -> None:
         if max_n < 1:
             raise ValueError(f"max_n must be at least 1, got {max_n}")
         self.canon, self.words, self.max_n = canon, words, max_n
         self.gaps = gaps if gaps is not None else torch.zeros_like(words)
+        self.stops = stops if stops is not None else torch.zeros_like(words)
         # members[c]: the ids whose twin is c, padded with -1 (case classes are small)
         sorted_c, order = canon.sort(stable=True)
         counts = torch.bincount(canon, minlength=canon.numel())
@@ -98,14 +103,25 @@ class Repeats:
         self.members = torch.full((canon.numel(), int(counts.max())), -1, dtype=torch.long)
         self.members[sorted_c, rank] = order
         self._gap_ids = set(self.gaps.nonzero().view(-1).tolist())
+        self._stop_ids = set(self.stops.nonzero().view(-1).tolist())
 
-    def ban(self, src: Tensor, pad_id: int) -> RepeatBan:
+    def ban(
+        self, src: Tensor, pad_id: int, free: Sequence[tuple[bool, bool]] | None = None
+    ) -> RepeatBan:
         """The ban for a batch `src` `(B, S)`. A sentence whose source says a token twice in
         a row ("two two") may do so too, and one whose source repeats a span ("very, very
-        good", a list of names) may repeat spans."""
-        rows = (self.canon[src] * src.ne(pad_id)).tolist()
-        free = [_source_repeats([t for t in r if t], self.max_n, self._gap_ids) for r in rows]
-        return RepeatBan(self, torch.tensor(free, device=src.device).view(-1, 2))
+        good", a list of names) may repeat spans. `free`: per sentence, whether it says a
+        word and a span again, judged on its words by the caller; None: on its pieces here
+        (where a word cut in two, "▁animal s, ▁animal s", reads as a span said again)."""
+        if free is None:
+            rows = (self.canon[src] * src.ne(pad_id)).tolist()
+            free = [
+                _source_repeats([t for t in r if t], self.max_n, self._gap_ids, self._stop_ids)
+                for r in rows
+            ]
+        if len(free) != src.size(0):
+            raise ValueError(f"{len(free)} repeat exemptions for {src.size(0)} sentences")
+        return RepeatBan(self, torch.tensor(list(free), device=src.device).view(-1, 2))
 
 
 class RepeatBan:
@@ -124,6 +140,7 @@ class RepeatBan:
         self.words = repeats.words.cpu().numpy()
         self.members = repeats.members.cpu().numpy()
         self.gaps = repeats.gaps.cpu().numpy()
+        self.stops = repeats.stops.cpu().numpy()
         self.max_n = repeats.max_n
         self.free = free.cpu()
 
@@ -142,6 +159,10 @@ class RepeatBan:
         h = hist if isinstance(hist, np.ndarray) else hist.cpu().numpy()
         c = self.canon[h]  # (R, t)
         banned = [np.where(self.words[h[:, -1]], c[:, -1], -1)[:, None]]
+        if t >= 2:  # a whole word again after a sentence's end: its twin after the stop
+            after_stop = self.stops[h[:, -1]] & self.words[h[:, -2]]
+            banned.append(np.where(after_stop, c[:, -2], -1)[:, None])
+        singles = len(banned)  # the columns that ban a single word; spans follow
         for gap in (0, 1):  # right after the span, or after one separating piece
             top = min(self.max_n, (t + 1 - gap) // 2)
             if top < 2:
@@ -163,8 +184,8 @@ class RepeatBan:
             banned.append(np.where(same, c[:, t - ns[:, 0] - gap], -1))
         free = np.repeat(self.free.numpy(), per_sentence, axis=0)  # (R, 2)
         ids = np.concatenate(banned, axis=1)  # (R, m) twins to ban, -1: none
-        ids[free[:, 0], :1] = -1
-        ids[free[:, 1], 1:] = -1
+        ids[free[:, 0], :singles] = -1
+        ids[free[:, 1], singles:] = -1
         rows, cols = np.nonzero(ids >= 0)
         if rows.size == 0:
             return lp
@@ -177,10 +198,15 @@ class RepeatBan:
         return lp
 
 
-def _source_repeats(ids: list[int], max_n: int, gaps: set[int]) -> tuple[bool, bool]:
-    """Whether a source says a token right after itself, and whether it says a span of
-    2..max_n ids again at once or after one id of `gaps`: what its translation may do too."""
-    token = any(a == b for a, b in zip(ids, ids[1:], strict=False))
+def _source_repeats(
+    ids: list[int], max_n: int, gaps: set[int], stops: frozenset[int] | set[int] = frozenset()
+) -> tuple[bool, bool]:
+    """Whether a source says a token right after itself or after one id of `stops`, and
+    whether it says a span of 2..max_n ids again at once or after one id of `gaps`: what its
+    translation may do too."""
+    token = any(a == b for a, b in zip(ids, ids[1:], strict=False)) or any(
+        ids[i] == ids[i + 2] and ids[i + 1] in stops for i in range(len(ids) - 2)
+    )
     for n in range(2, max_n + 1):
         for i in range(len(ids) - 2 * n + 1):
             if ids[i : i + n] == ids[i + n : i + 2 * n]:

@@ -12,7 +12,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["LENGTH_RATIO", "MAX_LOOP_WORDS", "check_outputs", "has_loop", "implausible_length"]
+__all__ = [
+    "LENGTH_RATIO",
+    "MAX_LOOP_WORDS",
+    "check_outputs",
+    "has_loop",
+    "implausible_length",
+    "repeated",
+]
 
 MAX_LOOP_WORDS = 6  # longest span checked for a back-to-back repeat
 # Characters of the translation per character of the source outside this range: implausible.
@@ -49,6 +56,14 @@ def _repeats(tokens: Sequence[str], max_n: int = MAX_LOOP_WORDS) -> set[tuple[st
                     continue
                 found.add(span)
     return found
+
+
+def repeated(text: str) -> tuple[bool, bool]:
+    """Whether `text` says a word again at once, and whether it says a span of words again
+    (`_repeats`): what decoding then lets its translation do ("very very", a list of names
+    said twice)."""
+    found = _repeats(_tokens(text))
+    return any(len(s) == 1 for s in found), any(len(s) > 1 for s in found)
 
 
 def has_loop(hyp: str, src: str) -> bool:

@@ -72,11 +72,18 @@ class Tokenizer:
         return self.sp.encode(self.normalize(text, lang), out_type=str)
 
     def canonical_ids(self) -> list[int]:
-        """Per id, the id of its case-folded piece where the vocabulary has one, else itself:
-        what decoding compares to catch a loop that changes case ("Speichern speichern")."""
-        sp, unk = self.sp, self.sp.unk_id()
-        ids = [sp.piece_to_id(sp.id_to_piece(i).casefold()) for i in range(self.vocab_size)]
-        return [c if c != unk or i == unk else i for i, c in enumerate(ids)]
+        """Per id, the smallest id of the pieces that read the same case-folded and without
+        the word-start mark: what decoding compares to catch a loop that changes case
+        ("Speichern speichern") or that a word start cuts differently ("X-Achse ... Achse",
+        `Ach` then `\u2581Ach`)."""
+        sp = self.sp
+        first: dict[str, int] = {}
+        out = []
+        for i in range(self.vocab_size):
+            piece = sp.id_to_piece(i)
+            key = piece if sp.is_control(i) or sp.is_unknown(i) else _bare(piece)
+            out.append(first.setdefault(key, i))
+        return out
 
     def word_ids(self) -> list[int]:
         """Ids of pieces that are a whole word of four letters or more by themselves (a word
@@ -90,15 +97,36 @@ class Tokenizer:
         return out
 
     def gap_ids(self) -> list[int]:
-        """Ids of pieces that only separate ("," ";" ":" "-" "/"): a span said again after one
-        of them ("die Söhne, die Söhne") is a loop too."""
-        marks = set(",;:-/\u2013\u2014")
+        """Ids of pieces that only separate, end a sentence or bracket ("," ";" ":" "-" "/"
+        and those of `stop_ids`), and the bare word-start piece: a span said again after one
+        of them ("die Söhne, die Söhne", "Die Kanaaniter. Die Kanaaniter", "-Achse in ...
+        ▁Achse in") is a loop too."""
+        bare = self.sp.piece_to_id("\u2581")
+        spaces = [bare] if self.sp.id_to_piece(bare) == "\u2581" else []
+        return sorted(self._marks_only(_SEPARATORS + _STOPS) + spaces)
+
+    def stop_ids(self) -> list[int]:
+        """Ids of pieces that only end a sentence or open or close a bracket or quote ("."
+        "!" "?" "..." "(" ")" '"'): a whole word said again after one of them ("Abschnitte.
+        Abschnitte", "Japanisch (japanisch)") is a loop, where "wird, wird" is German."""
+        return self._marks_only(_STOPS)
+
+    def _marks_only(self, marks: str) -> list[int]:
         out = []
         for i in range(self.vocab_size):
             piece = self.sp.id_to_piece(i).lstrip("\u2581")
-            if piece and set(piece) <= marks:
+            if piece and set(piece) <= set(marks):
                 out.append(i)
         return out
+
+
+_SEPARATORS = ",;:-/\u2013\u2014"
+_STOPS = ".!?\u2026()[]\"'"
+
+
+def _bare(piece: str) -> str:
+    """A piece as loops compare it: without the word-start mark, case-folded."""
+    return piece.lstrip("\u2581").casefold() or piece
 
 
 class ByteTokenizer:

@@ -25,6 +25,7 @@ from models.decoding import RepeatBan, Repeats, beam_search, ctc_greedy, greedy
 from models.devices import decode_autocast_dtype
 from models.layers import EncoderState
 from models.ort_decoder import ORT_MODES, OrtDecoder
+from models.output_checks import repeated
 from models.quantize import quantize_int8, resolve
 from models.semiparametric import Neighbours
 from models.tokenizer import ByteTokenizer, Tokenizer, load_tokenizer
@@ -226,7 +227,7 @@ class Translator:
             made = [sources[i] for i in chunk] if sources is not None else []
             source = _source_state(made, src, self.model.config.pad_id) if made else None
             row_gates: list[float | None] | None = [] if gates and nb is not None else None
-            repeats = self._repeat_ban(src, options.block_repeats)
+            repeats = self._repeat_ban(src, options.block_repeats, [texts[i] for i in chunk])
             batch = DecodeBatch(src, options, nb, source, row_gates, repeats)
             with torch.inference_mode(), self._autocast(src.device):
                 hyps = strategy(self.model, batch)
@@ -237,8 +238,10 @@ class Translator:
                 progress(len(chunk))
         return out
 
-    def _repeat_ban(self, src: Tensor, max_n: int) -> RepeatBan | None:
-        """The batch's ban on back-to-back repeats (None: off, or a byte tokenizer)."""
+    def _repeat_ban(self, src: Tensor, max_n: int, texts: Sequence[str]) -> RepeatBan | None:
+        """The batch's ban on back-to-back repeats (None: off, or a byte tokenizer); what
+        each source `texts[i]` says again, by its words as loops are counted
+        (`output_checks.repeated`), its translation may too."""
         if max_n == 0 or not isinstance(self.tokenizer, Tokenizer):
             return None
         if self._repeats is None or self._repeats.max_n != max_n:
@@ -246,9 +249,12 @@ class Translator:
             words[self.tokenizer.word_ids()] = True
             gaps = torch.zeros(self.tokenizer.vocab_size, dtype=torch.bool)
             gaps[self.tokenizer.gap_ids()] = True
+            stops = torch.zeros(self.tokenizer.vocab_size, dtype=torch.bool)
+            stops[self.tokenizer.stop_ids()] = True
             canon = torch.tensor(self.tokenizer.canonical_ids())
-            self._repeats = Repeats(canon, words, max_n, gaps)
-        return self._repeats.ban(src, self.model.config.pad_id)
+            self._repeats = Repeats(canon, words, max_n, gaps, stops)
+        free = [repeated(t) for t in texts]
+        return self._repeats.ban(src, self.model.config.pad_id, free)
 
     def _length_batches(
         self, ids: Sequence[list[int]], batch_size: int, skip_empty: bool = False

@@ -166,6 +166,7 @@ def _ban(
     words: set[int] = frozenset(),
     canon: dict[int, int] | None = None,
     gaps: set[int] = frozenset(),
+    stops: set[int] = frozenset(),
 ):
     table = torch.arange(V)
     for a, b in (canon or {}).items():
@@ -173,8 +174,10 @@ def _ban(
     mask = torch.zeros(V, dtype=torch.bool)
     mask[list(words)] = True
     gap = torch.zeros(V, dtype=torch.bool)
-    gap[list(gaps)] = True
-    return Repeats(table, mask, 16, gap).ban(src, PAD)
+    gap[list(gaps | stops)] = True
+    stop = torch.zeros(V, dtype=torch.bool)
+    stop[list(stops)] = True
+    return Repeats(table, mask, 16, gap, stop).ban(src, PAD)
 
 
 def test_repeat_ban_changes_nothing_where_the_output_repeats_nothing(reverser, held_out) -> None:
@@ -229,3 +232,29 @@ def test_repeat_ban_forbids_a_span_said_again_after_one_separator(reverser) -> N
         out[i : i + 2] == out[i + 3 : i + 5] and out[i + 2] == 4 for i in range(len(out) - 4)
     ), out
     assert beam_search(reverser, src, beam_size=4, repeats=_ban(src))[0] == [7, 6, 5, 4, 6, 5]
+
+
+def test_repeat_ban_forbids_a_word_said_again_after_a_sentence_end(reverser) -> None:
+    src = torch.tensor([[9, 4, 9, 7]])  # reversed: 7 9 4 9, "Abschnitte. Abschnitte" with stop 4
+    assert beam_search(reverser, src, beam_size=4) == [[7, 9, 4, 9]]
+    assert beam_search(reverser, src, beam_size=4, repeats=_ban(src, {9}, stops={4})) == [
+        [7, 9, 4, 9]
+    ]  # the source says it so: allowed
+    ban = _ban(src, {9}, stops={4})
+    ban.free = torch.zeros_like(ban.free)
+    out = beam_search(reverser, src, beam_size=4, repeats=ban)[0]
+    assert out[:3] == [7, 9, 4] and out[3:4] != [9], out
+    ban = _ban(src, {9}, gaps={4})  # a separator ("wird, wird") does not ban a single word
+    ban.free = torch.zeros_like(ban.free)
+    assert beam_search(reverser, src, beam_size=4, repeats=ban) == [[7, 9, 4, 9]]
+
+
+def test_repeat_exemptions_given_by_the_caller_replace_the_pieces_judgement(reverser) -> None:
+    src = torch.tensor([[5, 6, 5, 6, 7]])  # its pieces repeat a span, its words (say) do not
+    ban = Repeats(torch.arange(V), torch.zeros(V, dtype=torch.bool), 16)
+    assert ban.ban(src, PAD).free.tolist() == [[False, True]]
+    assert ban.ban(src, PAD, [(False, False)]).free.tolist() == [[False, False]]
+    out = beam_search(reverser, src, beam_size=4, repeats=ban.ban(src, PAD, [(False, False)]))
+    assert not _back_to_back(out[0], set()), out
+    with pytest.raises(ValueError, match="2 repeat exemptions for 1 sentences"):
+        ban.ban(src, PAD, [(False, False)] * 2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from models.output_checks import check_outputs, has_loop, implausible_length
+from models.output_checks import check_outputs, has_loop, implausible_length, repeated
 
 pytestmark = pytest.mark.unit
 
@@ -58,3 +58,17 @@ def test_counts_and_shares() -> None:
     }
     with pytest.raises(ValueError, match="2 translations for 1 sources"):
         check_outputs(["a", "b"], ["a"])
+
+
+@pytest.mark.parametrize(
+    ("text", "word", "span"),
+    [
+        ("very very good", True, False),
+        ("Mary and Martha, Mary and Martha came.", False, True),
+        ("Holy, holy, holy is the Lord.", False, False),  # a word after a comma: German too
+        ("Clean animals, animals that are not clean", False, False),
+        ("Save your changes before closing.", False, False),
+    ],
+)
+def test_what_a_source_says_again_is_judged_by_its_words(text: str, word: bool, span: bool) -> None:
+    assert repeated(text) == (word, span)

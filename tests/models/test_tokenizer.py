@@ -52,3 +52,23 @@ def test_rejects_wrong_special_ids(tmp_path: Path, toy_data: Path) -> None:
 def test_encode_batch_equals_encode(toy_tokenizer: Tokenizer, n: int) -> None:
     texts = [f"one „two“ {i} three {'red ' * (i % 5)}" for i in range(n)]
     assert toy_tokenizer.encode_batch(texts, "en") == [toy_tokenizer.encode(t, "en") for t in texts]
+
+
+def test_loop_classes_of_the_served_vocabulary() -> None:
+    """What the repeat ban compares: pieces equal up to case and the word-start mark, the
+    pieces that separate a repeated span, and those that end a sentence."""
+    tok = Tokenizer(Path(__file__).parents[2] / "models/semiparametric_bundle/spm.model")
+    sp, canon = tok.sp, tok.canonical_ids()
+    same = lambda *pieces: len({canon[sp.piece_to_id(p)] for p in pieces}) == 1  # noqa: E731
+    assert same("\u2581Ach", "ach")
+    assert same("\u2581Speichern", "\u2581speichern")
+    assert same("\u2581Die", "\u2581die", "die")
+    assert not same("\u2581die", "\u2581der")
+    assert all(canon[i] == i for i in (PAD_ID, BOS_ID, EOS_ID, UNK_ID))
+    assert all(canon[canon[i]] == canon[i] for i in range(tok.vocab_size))
+    gaps = {sp.id_to_piece(i) for i in tok.gap_ids()}
+    stops = {sp.id_to_piece(i) for i in tok.stop_ids()}
+    assert {",", "-", ".", "?", "!", "...", "\u2581"} <= gaps
+    assert {".", "?", "!", "...", "(", ")", '"', "\u2581("} <= stops
+    assert not stops & {",", "-", ":", ";", "\u2581"}
+    assert stops <= gaps
