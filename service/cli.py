@@ -183,7 +183,10 @@ def _train_data(
     domain: str,
     train_neighbours: Path | None = None,
     dev_neighbours: Path | None = None,
+    source_lang: str | None = None,
 ) -> TrainData:
+    """The prepared data's files for training; `source_lang` the data's target language
+    trains the other direction (German->English on en-de data)."""
     from models.artifacts import sha256_file
     from models.train import TrainData
 
@@ -193,6 +196,10 @@ def _train_data(
     manifest = json.loads(manifest_file.read_text())
     src_lang, tgt_lang = manifest["languages"]["source"], manifest["languages"]["target"]
     pairs = tuple((s, t) for s, t in manifest["pairs"]) if "pairs" in manifest else None
+    if source_lang not in (None, src_lang):
+        if source_lang != tgt_lang or pairs is not None:
+            _fail(f"--source-lang {source_lang}: {data} holds {src_lang}->{tgt_lang} pairs")
+        src_lang, tgt_lang = tgt_lang, src_lang
     d = data / domain
     return TrainData(
         d / f"train.{src_lang}",
@@ -233,13 +240,16 @@ def train(
         None, help="`ragmt neighbours` JSONL of the train split (memory models)"
     ),
     dev_neighbours: Path = typer.Option(None, help="the same for the dev split"),
+    source_lang: str = typer.Option(
+        None, help="the data's target language trains the other direction (default: its source)"
+    ),
 ) -> None:
     """Train a model on <data>/<domain>, resuming from the run's newest checkpoint."""
     from models.tokenizer import ByteTokenizer, Tokenizer, train_tokenizer
     from models.train import TrainConfig, finalize
     from models.train import train as run_training
 
-    tdata = _train_data(data, domain, train_neighbours, dev_neighbours)
+    tdata = _train_data(data, domain, train_neighbours, dev_neighbours, source_lang)
     overrides = json.loads(config.read_text())
     if max_hours is not None:
         overrides["max_hours"] = max_hours
@@ -286,6 +296,9 @@ def average(
     last: int = typer.Option(
         None, min=1, help="checkpoints averaged per run (default: the runs' average_last)"
     ),
+    source_lang: str = typer.Option(
+        None, help="the runs' source language, where it is the data's target (as in train)"
+    ),
 ) -> None:
     """Average runs of one recipe and budget, other seeds, into one bundle (a model soup).
 
@@ -303,7 +316,7 @@ def average(
         _fail(f"{runs[0]} keeps {kept} checkpoints, fewer than --last {last}")
     if last is None:
         last = json.loads((runs[0] / "train_config.json").read_text())["average_last"]
-    tdata = _train_data(data, domain)
+    tdata = _train_data(data, domain, source_lang=source_lang)
     try:
         finalize(runs, out, tdata, Tokenizer(runs[0] / "spm.model"), last, log=_log)
     except ValueError as e:

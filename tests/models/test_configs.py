@@ -40,3 +40,11 @@ def test_the_bible_m2o_configs_share_one_body_and_one_epoch_budget() -> None:
         model = build_model(cfg.arch, {"max_len": cfg.max_len + 2, **cfg.model})
         assert model.config.fusion == fusion and model.config.vocab_size == 260
     assert byte["ncf"].model["fusion_layers"] == 4 and byte["wsf"].model["fusion_layers"] == 2
+
+
+def test_the_bible_teachers_have_the_baseline_body_and_an_epoch_budget() -> None:
+    """REDER's autoregressive teachers (both directions) are the baseline's Transformer, with
+    a warm-up and budget sized to the Bible's 28k training verses."""
+    base, teacher = _config("transformer-en-de.json"), _config("transformer-bible-teacher.json")
+    assert teacher.arch == base.arch and teacher.model == base.model
+    assert teacher.max_epochs > 0 and teacher.warmup < base.warmup

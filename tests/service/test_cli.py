@@ -116,6 +116,20 @@ def test_train_command_writes_a_bundle_and_resumes(tmp_path: Path) -> None:
     assert json.loads((out / "manifest.json").read_text())["training"]["steps"] == 15
 
 
+def test_train_command_trains_the_other_direction(tmp_path: Path) -> None:
+    data, config = _toy_training(tmp_path)
+    run, out = tmp_path / "run", tmp_path / "bundle"
+    args = ["train", "--data", str(data), "--run", str(run), "--out", str(out)]
+    args += ["--config", str(config), "--vocab-size", "300"]
+    res = runner.invoke(app, [*args, "--source-lang", "de"])
+    assert res.exit_code == 0, res.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["languages"] == {"source": "de", "target": "en"}
+    assert manifest["pairs"] == [["de", "en"]]
+    res = runner.invoke(app, [*args, "--source-lang", "fr"])
+    assert res.exit_code == 2 and "holds en->de pairs" in " ".join(res.output.split())
+
+
 def test_average_command_makes_one_bundle_of_seed_runs(tmp_path: Path) -> None:
     data, config = _toy_training(tmp_path)
     base = ["--data", str(data), "--vocab-size", "300"]
