@@ -15,6 +15,7 @@ from typing import Any
 from torch import nn
 
 from models.byte_fusion import ByteFusionConfig, ByteFusionTransformer
+from models.reder import Reder, RederConfig
 from models.semiparametric import SemiParametricConfig, SemiParametricModel
 from models.transformer import Transformer, TransformerConfig
 
@@ -60,6 +61,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         SemiParametricConfig, SemiParametricModel, reads=("sentence-pairs",)
     ),
     "byte-fusion": Architecture(ByteFusionConfig, ByteFusionTransformer),
+    "reder": Architecture(RederConfig, Reder, decoding="ctc"),
 }
 
 
