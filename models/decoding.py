@@ -79,8 +79,9 @@ class Repeats:
     tokens may not follow themselves ("heute nett heute nett"), nor follow themselves after
     one separating piece of `gaps` `(V,)` ("die Söhne, die Söhne"; None: no such pieces);
     nor may a whole word follow itself after one piece of `stops` `(V,)` that ends a sentence
-    ("Abschnitte. Abschnitte"; None: no such pieces). Made once per tokenizer; `ban` makes
-    a batch's `RepeatBan`."""
+    ("Abschnitte. Abschnitte"; None: no such pieces). A span counts only when one of its
+    pieces is `wordy` `(V,)` (holds a word; None: every piece): a row of dots or "%s %s" is
+    copied text, not a loop. Made once per tokenizer; `ban` makes a batch's `RepeatBan`."""
 
     def __init__(
         self,
@@ -89,12 +90,14 @@ class Repeats:
         max_n: int,
         gaps: Tensor | None = None,
         stops: Tensor | None = None,
+        wordy: Tensor | None = None,
     ) -> None:
         if max_n < 1:
             raise ValueError(f"max_n must be at least 1, got {max_n}")
         self.canon, self.words, self.max_n = canon, words, max_n
         self.gaps = gaps if gaps is not None else torch.zeros_like(words)
         self.stops = stops if stops is not None else torch.zeros_like(words)
+        self.wordy = wordy if wordy is not None else torch.ones_like(words)
         # members[c]: the ids whose twin is c, padded with -1 (case classes are small)
         sorted_c, order = canon.sort(stable=True)
         counts = torch.bincount(canon, minlength=canon.numel())
@@ -141,6 +144,7 @@ class RepeatBan:
         self.members = repeats.members.cpu().numpy()
         self.gaps = repeats.gaps.cpu().numpy()
         self.stops = repeats.stops.cpu().numpy()
+        self.wordy = repeats.wordy.cpu().numpy()
         self.max_n = repeats.max_n
         self.free = free.cpu()
 
@@ -181,6 +185,9 @@ class RepeatBan:
             same = ((now[:, None, :] == then) | ~counted).all(axis=2)  # (R, N)
             if gap:
                 same &= self.gaps[h[:, t - ns[:, 0]]]  # the piece between is a separator
+            # Only a span that says a word is a loop: ". . . .", "%s %s" are copied text.
+            cs = np.concatenate([np.zeros((len(h), 1), np.int64), self.wordy[h].cumsum(1)], 1)
+            same &= cs[:, t - ns[:, 0] - gap + 1] > cs[:, t - 2 * ns[:, 0] - gap + 1]
             banned.append(np.where(same, c[:, t - ns[:, 0] - gap], -1))
         free = np.repeat(self.free.numpy(), per_sentence, axis=0)  # (R, 2)
         ids = np.concatenate(banned, axis=1)  # (R, m) twins to ban, -1: none
@@ -398,17 +405,25 @@ def beam_search(
 
 
 @torch.inference_mode()
-def ctc_greedy(model: nn.Module, src: Tensor) -> list[list[int]]:
+def ctc_greedy(
+    model: nn.Module, src: Tensor, languages: tuple[str, str] | None = None
+) -> list[list[int]]:
     """Standard CTC best-path decoding for non-autoregressive models: the most probable label
     of each frame, repeats merged, then blanks dropped (a blank between two equal labels is how
     CTC spells a doubled one). One batched pass, no search.
 
     src `(B, S)` right-padded token ids; `model.ctc_log_probs(src)` gives log-probs `(B, T, V)`
-    and each row's valid frame count `(B,)`; frames past it are ignored.
+    and each row's valid frame count `(B,)`; frames past it are ignored. `languages`:
+    (source, target) for a model that translates several ways (`ctc_log_probs(src, source,
+    target)`, REDER); None: its one direction.
     Returns one token list per sentence, without blank/BOS/EOS/pad.
     """
     cfg = model.config
-    log_probs, lengths = model.ctc_log_probs(src.to(_device(model)))
+    src = src.to(_device(model))
+    if languages is None:
+        log_probs, lengths = model.ctc_log_probs(src)
+    else:
+        log_probs, lengths = model.ctc_log_probs(src, *languages)
     special = {cfg.blank_id, cfg.pad_id, cfg.bos_id, cfg.eos_id}
     out: list[list[int]] = []
     for frames, n in zip(log_probs.argmax(dim=-1).tolist(), lengths.tolist(), strict=True):

@@ -306,6 +306,8 @@ class Reder(nn.Module):
     target, the first other language. States are `(B, T, 2D)` over T = frames (upsampled).
     """
 
+    directional = True  # `ctc_log_probs` takes the pair: decoding passes the one requested
+
     def __init__(self, config: RederConfig) -> None:
         super().__init__()
         self.config = c = config

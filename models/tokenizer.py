@@ -96,6 +96,15 @@ class Tokenizer:
                 out.append(i)
         return out
 
+    def wordy_ids(self) -> list[int]:
+        """Ids of pieces with two letters or more: a repeated span is a loop only when it
+        holds one ("heute nett heute nett"), not a row of dots, numbers or "%s %s"."""
+        out = []
+        for i in range(self.vocab_size):
+            if sum(c.isalpha() for c in self.sp.id_to_piece(i)) >= 2:
+                out.append(i)
+        return out
+
     def gap_ids(self) -> list[int]:
         """Ids of pieces that only separate, end a sentence or bracket ("," ";" ":" "-" "/"
         and those of `stop_ids`), and the bare word-start piece: a span said again after one

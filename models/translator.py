@@ -228,7 +228,8 @@ class Translator:
             source = _source_state(made, src, self.model.config.pad_id) if made else None
             row_gates: list[float | None] | None = [] if gates and nb is not None else None
             repeats = self._repeat_ban(src, options.block_repeats, [texts[i] for i in chunk])
-            batch = DecodeBatch(src, options, nb, source, row_gates, repeats)
+            languages = (self.source_lang, self.target_lang)
+            batch = DecodeBatch(src, options, nb, source, row_gates, repeats, languages)
             with torch.inference_mode(), self._autocast(src.device):
                 hyps = strategy(self.model, batch)
             for j, (i, hyp) in enumerate(zip(chunk, hyps, strict=True)):
@@ -251,8 +252,10 @@ class Translator:
             gaps[self.tokenizer.gap_ids()] = True
             stops = torch.zeros(self.tokenizer.vocab_size, dtype=torch.bool)
             stops[self.tokenizer.stop_ids()] = True
+            wordy = torch.zeros(self.tokenizer.vocab_size, dtype=torch.bool)
+            wordy[self.tokenizer.wordy_ids()] = True
             canon = torch.tensor(self.tokenizer.canonical_ids())
-            self._repeats = Repeats(canon, words, max_n, gaps, stops)
+            self._repeats = Repeats(canon, words, max_n, gaps, stops, wordy)
         free = [repeated(t) for t in texts]
         return self._repeats.ban(src, self.model.config.pad_id, free)
 
@@ -325,6 +328,7 @@ class DecodeBatch:
     source: EncoderState | None  # the source's encoding when retrieval made it
     gates: list[float | None] | None  # filled with each row's mean gate when not None
     repeats: RepeatBan | None = None  # back-to-back repeats forbidden (autoregressive only)
+    languages: tuple[str, str] | None = None  # (source, target) being translated
 
 
 def _autoregressive(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
@@ -356,10 +360,11 @@ def _autoregressive(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
 
 
 def _ctc(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
-    """One non-autoregressive pass, best path collapsed; no beam, no memory, no gate."""
+    """One non-autoregressive pass, best path collapsed; no beam, no memory, no gate. A model
+    that runs several ways (`directional`, REDER) is told the pair."""
     if b.gates is not None:
         b.gates.extend([None] * b.src.size(0))
-    return ctc_greedy(model, b.src)
+    return ctc_greedy(model, b.src, b.languages if getattr(model, "directional", False) else None)
 
 
 # Decoding strategy by the name a bundle declares (models.registry.DECODING_KINDS).

@@ -167,6 +167,7 @@ def _ban(
     canon: dict[int, int] | None = None,
     gaps: set[int] = frozenset(),
     stops: set[int] = frozenset(),
+    wordy: set[int] | None = None,
 ):
     table = torch.arange(V)
     for a, b in (canon or {}).items():
@@ -177,7 +178,11 @@ def _ban(
     gap[list(gaps | stops)] = True
     stop = torch.zeros(V, dtype=torch.bool)
     stop[list(stops)] = True
-    return Repeats(table, mask, 16, gap, stop).ban(src, PAD)
+    word = None
+    if wordy is not None:
+        word = torch.zeros(V, dtype=torch.bool)
+        word[list(wordy)] = True
+    return Repeats(table, mask, 16, gap, stop, word).ban(src, PAD)
 
 
 def test_repeat_ban_changes_nothing_where_the_output_repeats_nothing(reverser, held_out) -> None:
@@ -258,3 +263,12 @@ def test_repeat_exemptions_given_by_the_caller_replace_the_pieces_judgement(reve
     assert not _back_to_back(out[0], set()), out
     with pytest.raises(ValueError, match="2 repeat exemptions for 1 sentences"):
         ban.ban(src, PAD, [(False, False)] * 2)
+
+
+def test_a_span_without_a_word_may_repeat(reverser) -> None:
+    src = torch.tensor([[5, 6, 5, 6, 7]])  # reversed: 7 6 5 6 5, "%s %s" or ". . . ."
+    for wordy, allowed in (({5, 6}, False), ({6}, False), ({7}, True), (set(), True)):
+        ban = _ban(src, wordy=wordy)
+        ban.free = torch.zeros_like(ban.free)
+        out = beam_search(reverser, src, beam_size=4, repeats=ban)[0]
+        assert (out == [7, 6, 5, 6, 5]) == allowed, (wordy, out)

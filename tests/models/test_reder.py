@@ -15,6 +15,7 @@ from models.decoding import ctc_greedy
 from models.reder import ActNorm, Reder, RederConfig, SeededDropout
 from models.registry import architecture, build_model
 from models.train import TrainConfig
+from models.translator import Translator
 
 pytestmark = pytest.mark.unit
 
@@ -352,6 +353,33 @@ def test_one_model_learns_a_word_map_in_both_directions() -> None:
         hyp_de = greedy(model, en, "en", "de")
         hyp_en = greedy(model, de, "de", "en")
         assert ctc_greedy(model, en) == hyp_de  # the shared decoder reads the default direction
+        assert ctc_greedy(model, de, ("de", "en")) == hyp_en  # and is told the other
+        # the translator passes the pair it serves: one model, both directions
+        words = WordIds()
+        texts_en = [words.decode(r) for r in refs_en[:50]]
+        texts_de = [words.decode(r) for r in refs_de[:50]]
+        to_de = Translator(model, words, "en", "de", decoding="ctc").translate(texts_en)
+        to_en = Translator(model, words, "de", "en", decoding="ctc").translate(texts_de)
+        assert to_de == [words.decode(h) for h in hyp_de[:50]]
+        assert to_en == [words.decode(h) for h in hyp_en[:50]]
     acc_de = sum(h == r for h, r in zip(hyp_de, refs_de, strict=True)) / len(refs_de)
     acc_en = sum(h == r for h, r in zip(hyp_en, refs_en, strict=True)) / len(refs_en)
     assert acc_de >= 0.95 and acc_en >= 0.95, (acc_de, acc_en)
+
+
+class WordIds:
+    """The toy's tokenizer: token k is the word "wk" (what a Translator needs of one)."""
+
+    vocab_size = V
+
+    def normalize(self, text: str, lang: str) -> str:
+        return " ".join(text.split())
+
+    def encode(self, text: str, lang: str) -> list[int]:
+        return [int(w[1:]) for w in text.split()]
+
+    def encode_batch(self, texts: list[str], lang: str) -> list[list[int]]:
+        return [self.encode(t, lang) for t in texts]
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(f"w{i}" for i in ids)

@@ -72,3 +72,6 @@ def test_loop_classes_of_the_served_vocabulary() -> None:
     assert {".", "?", "!", "...", "(", ")", '"', "\u2581("} <= stops
     assert not stops & {",", "-", ":", ";", "\u2581"}
     assert stops <= gaps
+    wordy = {sp.id_to_piece(i) for i in tok.wordy_ids()}
+    assert {"\u2581Speichern", "ach", "\u2581die"} <= wordy
+    assert not wordy & {".", "s", "\u2581%", "\u2581", "\u25811"}
