@@ -59,11 +59,14 @@ def _repeats(tokens: Sequence[str], max_n: int = MAX_LOOP_WORDS) -> set[tuple[st
 
 
 def repeated(text: str) -> tuple[bool, bool]:
-    """Whether `text` says a word again at once, and whether it says a span of words again
-    (`_repeats`): what decoding then lets its translation do ("very very", a list of names
-    said twice)."""
-    found = _repeats(_tokens(text))
-    return any(len(s) == 1 for s in found), any(len(s) > 1 for s in found)
+    """Whether `text` says a word again at once ("two two", of two letters or more), and whether it
+    says a span of words again (`_repeats`): what decoding then lets its translation do
+    ("zwei zwei", a list of names said twice)."""
+    tokens = _tokens(text)
+    word = any(
+        a == b and len(a) > 1 and a.isalpha() for a, b in zip(tokens, tokens[1:], strict=False)
+    )
+    return word, any(len(s) > 1 for s in _repeats(tokens))
 
 
 def has_loop(hyp: str, src: str) -> bool:

@@ -38,13 +38,18 @@ from models.data import (
     token_batches,
 )
 from models.devices import cpu_bf16_speedup
-from models.registry import ARCHITECTURES, build_model
+from models.registry import ARCHITECTURES, architecture, build_model
 from models.semiparametric import Neighbours, SemiParametricConfig, from_transformer
 from models.tokenizer import PAD_ID, ByteTokenizer, Tokenizer, tokenizer_id
 from models.translator import TOKENIZER_FILE, DecodeOptions, Translator
 
 Log = Callable[[str], None]
 RNG_KEY = "__rng__::torch"
+# Which directions an update of a duplex (CTC) model trains: "both" holds one batch of each;
+# "forward" (source->target) or "backward" (target->source) trains a simplex model.
+DIRECTIONS = ("both", "forward", "backward")
+# The TrainConfig fields only the CTC trainer reads (models/train_reder.py).
+CTC_ONLY = ("directions", "fba_weight", "cc_weight", "aux_after")
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,36 @@ class TrainConfig:
     # sentence itself (--exclude-self), so without it a usable span is rare early in training.
     self_neighbour_prob: float = 0.0
     self_neighbour_cut: float = 0.3  # share of each side of that copy cut out (one span)
+    # CTC duplex models only (REDER, models/train_reder.py, SEEDS §3): the directions an update
+    # trains (DIRECTIONS; None: "both" for a CTC model), the weights of the layer-wise
+    # forward-backward agreement and the cycle-consistency losses (0: off; the paper uses 0.1,
+    # its code 0.5), and the number of stage-1 updates (CTC alone) before those two switch on.
+    directions: str | None = None
+    fba_weight: float = 0.0
+    cc_weight: float = 0.0
+    aux_after: int = 0
+
+    def __post_init__(self) -> None:
+        spec = ARCHITECTURES.get(self.arch)
+        if spec is None or spec.decoding != "ctc":
+            defaults = {f.name: f.default for f in fields(self)}
+            given = [k for k in CTC_ONLY if getattr(self, k) != defaults[k]]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)}: options of CTC duplex models (reder), not of {self.arch}"
+                )
+            return
+        if self.directions is None:
+            object.__setattr__(self, "directions", "both")
+        if self.directions not in DIRECTIONS:
+            raise ValueError(f"directions must be one of {DIRECTIONS}, got {self.directions!r}")
+        for name in ("fba_weight", "cc_weight"):
+            w = getattr(self, name)
+            if isinstance(w, bool) or not isinstance(w, int | float) or w < 0:
+                raise ValueError(f"{name} must be a number >= 0, got {w!r}")
+        a = self.aux_after
+        if isinstance(a, bool) or not isinstance(a, int) or a < 0:
+            raise ValueError(f"aux_after must be an update count >= 0, got {a!r}")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
@@ -104,6 +139,27 @@ class TrainData:
     # the pairs the trained model serves; None: (source_lang, target_lang). A many-to-English
     # corpus mixes its sources in one file (source_lang "mul") and lists them here.
     pairs: tuple[tuple[str, str], ...] | None = None
+    # Sequence-level distillation targets (CTC duplex models): one line per train_src line,
+    # the teacher's translation of it into target_lang, and one per train_tgt line, the other
+    # teacher's translation into source_lang. None: the raw pairs train that direction.
+    kd_forward: Path | None = None
+    kd_backward: Path | None = None
+
+
+def served_pairs(data: TrainData, config: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The (source, target) pairs a model trained on `data` with `config` (a stored
+    TrainConfig dict) translates: the data's, or those of a duplex model's directions."""
+    if data.pairs:
+        return data.pairs
+    forward = (data.source_lang, data.target_lang)
+    backward = (data.target_lang, data.source_lang)
+    by_directions = {
+        None: (forward,),  # not a duplex model
+        "forward": (forward,),
+        "backward": (backward,),
+        "both": (forward, backward),
+    }
+    return by_directions[config.get("directions")]
 
 
 def inverse_sqrt(step: int, warmup: int, peak: float) -> float:
@@ -270,18 +326,9 @@ def _warm_start(model: nn.Module, init: Path, arch: str, log: Log) -> str:
 RESUME_FREE = frozenset({"max_steps", "max_hours", "max_epochs", "bf16", "threads"})
 
 
-def train(
-    run: Path,
-    data: TrainData,
-    cfg: TrainConfig,
-    tokenizer: Tokenizer | ByteTokenizer,
-    log: Log = print,
-    init: Path | None = None,
-) -> dict[str, Any]:
-    """Train (or resume) in `run`; return the final state. Does not write the bundle.
-
-    `init`: a baseline bundle whose weights start a memory model (used on a fresh run only).
-    """
+def open_run(run: Path, cfg: TrainConfig) -> None:
+    """Create (or reopen) `run` and store its config, refusing a config that differs from the
+    one it was started with in more than RESUME_FREE; set threads and seed every RNG."""
     run.mkdir(parents=True, exist_ok=True)
     cfg_file = run / "train_config.json"
     if cfg_file.is_file():
@@ -296,6 +343,85 @@ def train(
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
     np.random.seed(cfg.seed)
+
+
+def new_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with the Transformer's betas and eps; the schedule sets its learning rate."""
+    return torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=cfg.weight_decay
+    )
+
+
+def resume(
+    run: Path, model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, log: Log
+) -> dict[str, Any] | None:
+    """Load the newest checkpoint of `run` (weights, optimizer, RNG) and return its state;
+    None when the run has none."""
+    existing = checkpoints(run)
+    if not existing:
+        return None
+    last = existing[-1]
+    load_weights(model, load_file(str(last / "model.safetensors"), device=str(device)))
+    _load_optimizer(opt, model, load_file(str(last / "optimizer.safetensors")))
+    state = json.loads((last / "state.json").read_text())
+    log(f"resumed from {last.name} (step {state['step']})")
+    return state
+
+
+def train_autocast(cfg: TrainConfig, device: torch.device, log: Log) -> torch.autocast:
+    """bf16 autocast where the config asks for it and it is faster than fp32 here."""
+    use_bf16 = cfg.bf16
+    if use_bf16 and device.type == "cpu" and (speedup := cpu_bf16_speedup()) < 1.0:
+        log(f"bf16 autocast off: a bf16 matmul runs {1 / speedup:.0f}x slower than fp32 here")
+        use_bf16 = False
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16)
+
+
+def save_and_prune(
+    run: Path,
+    step: int,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    state: dict[str, Any],
+    keep: int,
+) -> None:
+    """A checkpoint at `step`; only the newest `keep` stay."""
+    save_checkpoint(run, step, model, opt, state)
+    for old in checkpoints(run)[:-keep]:
+        shutil.rmtree(old)
+
+
+def save_final(
+    run: Path, step: int, model: nn.Module, opt: torch.optim.Optimizer, state: dict[str, Any]
+) -> None:
+    """A checkpoint at the step the run stopped at, unless the newest one is there already."""
+    if not checkpoints(run) or checkpoints(run)[-1].name != f"ckpt-{step:07d}":
+        save_checkpoint(run, step, model, opt, state)
+
+
+def train(
+    run: Path,
+    data: TrainData,
+    cfg: TrainConfig,
+    tokenizer: Tokenizer | ByteTokenizer,
+    log: Log = print,
+    init: Path | None = None,
+) -> dict[str, Any]:
+    """Train (or resume) in `run`; return the final state. Does not write the bundle.
+
+    `init`: a baseline bundle whose weights start a memory model (used on a fresh run only).
+    A CTC (duplex) architecture trains in `models.train_reder`.
+    """
+    if architecture(cfg.arch).decoding == "ctc":
+        from models.train_reder import train_reder  # it builds on this module's pieces
+
+        return train_reder(run, data, cfg, tokenizer, log=log, init=init)
+    if data.kd_forward is not None or data.kd_backward is not None:
+        raise ValueError(
+            f"distillation files are read by the CTC duplex trainer (reder), not by {cfg.arch}: "
+            "train on the teacher's output as the target file instead"
+        )
+    open_run(run, cfg)
     device = _device()
 
     log("encoding training data")
@@ -342,28 +468,18 @@ def train(
         raise ValueError(f"neighbours {cfg.neighbours} > max_neighbours of the model config")
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model {cfg.arch}: {n_params / 1e6:.2f}M parameters")
-    opt = torch.optim.AdamW(
-        model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=cfg.weight_decay
-    )
+    opt = new_optimizer(model, cfg)
     state: dict[str, Any] = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "history": []}
-    existing = checkpoints(run)
-    if existing:
-        last = existing[-1]
-        load_weights(model, load_file(str(last / "model.safetensors"), device=str(device)))
-        _load_optimizer(opt, model, load_file(str(last / "optimizer.safetensors")))
-        state = json.loads((last / "state.json").read_text())
-        log(f"resumed from {last.name} (step {state['step']})")
+    resumed = resume(run, model, opt, device, log)
+    if resumed is not None:
+        state = resumed
     elif init is not None:
         state["init_weights_sha256"] = _warm_start(model, init, cfg.arch, log)
     state["model_config"] = model_cfg
     state["arch"] = cfg.arch
 
     translator = Translator(model, tokenizer, data.source_lang, data.target_lang)
-    use_bf16 = cfg.bf16
-    if use_bf16 and device.type == "cpu" and (speedup := cpu_bf16_speedup()) < 1.0:
-        log(f"bf16 autocast off: a bf16 matmul runs {1 / speedup:.0f}x slower than fp32 here")
-        use_bf16 = False
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16)
+    autocast = train_autocast(cfg, device, log)
     started = time.time()
     deadline = started + cfg.max_hours * 3600 if cfg.max_hours else math.inf
     window_tokens, window_loss, window_start = 0, 0.0, time.time()
@@ -431,14 +547,11 @@ def train(
                 state["history"].append({"step": step, "dev_bleu_greedy": round(bleu, 2)})
                 log(f"step {step} dev BLEU (greedy, {len(dev_src)} sentences) {bleu:.2f}")
             if step % cfg.save_every == 0:
-                save_checkpoint(run, step, model, opt, state)
-                for old in checkpoints(run)[: -cfg.keep_checkpoints]:
-                    shutil.rmtree(old)
+                save_and_prune(run, step, model, opt, state, cfg.keep_checkpoints)
         else:
             state["epoch"] += 1
             state["batch_in_epoch"] = 0
-    if not checkpoints(run) or checkpoints(run)[-1].name != f"ckpt-{step:07d}":
-        save_checkpoint(run, step, model, opt, state)
+    save_final(run, step, model, opt, state)
     log(f"stopped at step {step} after {(time.time() - started) / 60:.1f} min")
     return state
 
@@ -521,8 +634,9 @@ def finalize(
         "averaged_checkpoints": names,
         "dev_history": state["history"],
         "tokenizer_sha256": tokenizer_id(tokenizer),  # "bytes" for a byte model
-        # The weights it started from (--init), so a fine-tuned bundle names its parent.
-        **{k: state[k] for k in ("init_weights_sha256",) if k in state},
+        # The weights it started from (--init), so a fine-tuned bundle names its parent; the
+        # training pairs a CTC model could not emit (skipped, counted per direction).
+        **{k: state[k] for k in ("init_weights_sha256", "infeasible") if k in state},
     }
     if len(runs) > 1:
         training["runs"] = [
@@ -531,7 +645,7 @@ def finalize(
             for r, g, s, c in zip(runs, groups, states, configs, strict=True)
         ]  # fmt: skip
     byte_level = isinstance(tokenizer, ByteTokenizer)
-    pairs = data.pairs or ((data.source_lang, data.target_lang),)
+    pairs = served_pairs(data, configs[0])
     with open(data.train_src, "rb") as f:
         sentences = sum(1 for _ in f)
     # what a user reads to know what the model knows: its domain (the train file's directory,
@@ -558,6 +672,8 @@ def finalize(
 
 __all__ = [
     "ARCHITECTURES",
+    "CTC_ONLY",
+    "DIRECTIONS",
     "SOUP_FREE",
     "TrainConfig",
     "TrainData",
@@ -565,5 +681,6 @@ __all__ = [
     "finalize",
     "inverse_sqrt",
     "label_smoothed_loss",
+    "served_pairs",
     "train",
 ]

@@ -243,13 +243,31 @@ def train(
     source_lang: str = typer.Option(
         None, help="the data's target language trains the other direction (default: its source)"
     ),
+    kd_forward: Path = typer.Option(
+        None,
+        help="distillation targets of a duplex CTC model (reder): one line per training line of "
+        "the source language, a teacher's translation of it into the target language",
+    ),
+    kd_backward: Path = typer.Option(
+        None,
+        help="the same for the other direction: one line per training line of the target "
+        "language, the other teacher's translation of it into the source language",
+    ),
 ) -> None:
     """Train a model on <data>/<domain>, resuming from the run's newest checkpoint."""
+    from dataclasses import replace
+
     from models.tokenizer import ByteTokenizer, Tokenizer, train_tokenizer
     from models.train import TrainConfig, finalize
     from models.train import train as run_training
+    from models.train_reder import check_distillation
 
     tdata = _train_data(data, domain, train_neighbours, dev_neighbours, source_lang)
+    tdata = replace(tdata, kd_forward=kd_forward, kd_backward=kd_backward)
+    try:
+        check_distillation(tdata)  # before a tokenizer is trained: minutes on a real corpus
+    except ValueError as e:
+        _fail(str(e))
     overrides = json.loads(config.read_text())
     if max_hours is not None:
         overrides["max_hours"] = max_hours
