@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -22,11 +21,18 @@ import numpy as np
 import sacrebleu
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch import nn
 
-from models.artifacts import atomic_directory, sha256_file
+from models.artifacts import sha256_file
 from models.bundle import load_bundle, save_bundle
+from models.checkpoints import (
+    average_checkpoints,
+    checkpoints,
+    load_weights,
+    resume,
+    save_and_prune,
+    save_final,
+)
 from models.data import (
     EncodedCorpus,
     EncodedNeighbours,
@@ -44,7 +50,6 @@ from models.tokenizer import PAD_ID, ByteTokenizer, Tokenizer, tokenizer_id
 from models.translator import TOKENIZER_FILE, DecodeOptions, Translator
 
 Log = Callable[[str], None]
-RNG_KEY = "__rng__::torch"
 # Which directions an update of a duplex (CTC) model trains: "both" holds one batch of each;
 # "forward" (source->target) or "backward" (target->source) trains a simplex model.
 DIRECTIONS = ("both", "forward", "backward")
@@ -210,79 +215,6 @@ def _device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def _optimizer_tensors(opt: torch.optim.Optimizer, model: nn.Module) -> dict[str, torch.Tensor]:
-    names = {id(p): n for n, p in model.named_parameters()}
-    out = {}
-    for group in opt.param_groups:
-        for p in group["params"]:
-            for k, v in opt.state.get(p, {}).items():
-                if torch.is_tensor(v):
-                    out[f"{names[id(p)]}::{k}"] = v.detach().clone().contiguous()
-    return out
-
-
-def _load_optimizer(
-    opt: torch.optim.Optimizer, model: nn.Module, tensors: dict[str, torch.Tensor]
-) -> None:
-    params = dict(model.named_parameters())
-    for key, value in tensors.items():
-        if key == RNG_KEY:
-            torch.set_rng_state(value)
-            continue
-        name, k = key.split("::")
-        opt.state[params[name]][k] = value.to(params[name].device)
-
-
-def _unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """State dict without aliases (tied embeddings appear once), contiguous for safetensors."""
-    seen: dict[int, str] = {}
-    out = {}
-    for name, t in model.state_dict().items():
-        ptr = t.data_ptr()
-        if ptr in seen:
-            continue
-        seen[ptr] = name
-        out[name] = t.detach().cpu().contiguous()
-    return out
-
-
-def save_checkpoint(
-    run: Path, step: int, model: nn.Module, opt: torch.optim.Optimizer, state: dict[str, Any]
-) -> Path:
-    final = run / f"ckpt-{step:07d}"
-    with atomic_directory(final) as tmp:
-        save_file(_unique_state(model), str(tmp / "model.safetensors"))
-        tensors = _optimizer_tensors(opt, model)
-        tensors[RNG_KEY] = torch.get_rng_state()  # dropout masks continue exactly on resume
-        save_file(tensors, str(tmp / "optimizer.safetensors"))
-        (tmp / "state.json").write_text(json.dumps(state, indent=2))
-    return final
-
-
-def checkpoints(run: Path) -> list[Path]:
-    return sorted(p for p in run.glob("ckpt-*") if (p / "state.json").is_file())
-
-
-def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
-    """Element-wise mean of the model weights of several checkpoints (a cheap ensemble)."""
-    total: dict[str, torch.Tensor] = {}
-    for p in paths:
-        for k, v in load_file(str(p / "model.safetensors")).items():
-            total[k] = total.get(k, 0) + v.float()
-    return {k: v / len(paths) for k, v in total.items()}
-
-
-def load_weights(model: nn.Module, weights: dict[str, torch.Tensor]) -> None:
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    # tied aliases are absent from `weights` but share storage with a loaded tensor
-    state = model.state_dict()
-    really_missing = [
-        m for m in missing if not any(state[m].data_ptr() == state[k].data_ptr() for k in weights)
-    ]
-    if really_missing or unexpected:
-        raise ValueError(f"checkpoint mismatch: missing {really_missing}, unexpected {unexpected}")
-
-
 def dev_bleu(
     translator: Translator,
     src: list[str],
@@ -352,22 +284,6 @@ def new_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     )
 
 
-def resume(
-    run: Path, model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, log: Log
-) -> dict[str, Any] | None:
-    """Load the newest checkpoint of `run` (weights, optimizer, RNG) and return its state;
-    None when the run has none."""
-    existing = checkpoints(run)
-    if not existing:
-        return None
-    last = existing[-1]
-    load_weights(model, load_file(str(last / "model.safetensors"), device=str(device)))
-    _load_optimizer(opt, model, load_file(str(last / "optimizer.safetensors")))
-    state = json.loads((last / "state.json").read_text())
-    log(f"resumed from {last.name} (step {state['step']})")
-    return state
-
-
 def train_autocast(cfg: TrainConfig, device: torch.device, log: Log) -> torch.autocast:
     """bf16 autocast where the config asks for it and it is faster than fp32 here."""
     use_bf16 = cfg.bf16
@@ -375,28 +291,6 @@ def train_autocast(cfg: TrainConfig, device: torch.device, log: Log) -> torch.au
         log(f"bf16 autocast off: a bf16 matmul runs {1 / speedup:.0f}x slower than fp32 here")
         use_bf16 = False
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16)
-
-
-def save_and_prune(
-    run: Path,
-    step: int,
-    model: nn.Module,
-    opt: torch.optim.Optimizer,
-    state: dict[str, Any],
-    keep: int,
-) -> None:
-    """A checkpoint at `step`; only the newest `keep` stay."""
-    save_checkpoint(run, step, model, opt, state)
-    for old in checkpoints(run)[:-keep]:
-        shutil.rmtree(old)
-
-
-def save_final(
-    run: Path, step: int, model: nn.Module, opt: torch.optim.Optimizer, state: dict[str, Any]
-) -> None:
-    """A checkpoint at the step the run stopped at, unless the newest one is there already."""
-    if not checkpoints(run) or checkpoints(run)[-1].name != f"ckpt-{step:07d}":
-        save_checkpoint(run, step, model, opt, state)
 
 
 def train(
@@ -677,7 +571,6 @@ __all__ = [
     "SOUP_FREE",
     "TrainConfig",
     "TrainData",
-    "average_checkpoints",
     "finalize",
     "inverse_sqrt",
     "label_smoothed_loss",

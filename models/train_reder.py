@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models import ctc
+from models.checkpoints import resume, save_and_prune, save_final
 from models.data import EncodedCorpus, collate, encode_corpus, pad_batch, read_lines, token_batches
 from models.registry import architecture, build_model
 from models.tokenizer import PAD_ID, ByteTokenizer, Tokenizer
@@ -56,9 +57,6 @@ from models.train import (
     inverse_sqrt,
     new_optimizer,
     open_run,
-    resume,
-    save_and_prune,
-    save_final,
     train_autocast,
 )
 from models.translator import Translator

@@ -322,8 +322,9 @@ def average(
 
     One run with --last re-averages more (or fewer) of its last checkpoints than training did,
     a choice made on dev after the run, without training again."""
+    from models.checkpoints import checkpoints
     from models.tokenizer import Tokenizer
-    from models.train import checkpoints, finalize
+    from models.train import finalize
 
     if len(runs) < 2 and last is None:
         _fail("give at least two --run directories to average, or one with --last")

@@ -7,19 +7,11 @@ import pytest
 import torch
 
 from models.bundle import load_bundle
+from models.checkpoints import average_checkpoints, checkpoints
 from models.data import collate, encode_corpus, token_batches
 from models.evaluate import evaluate, score
 from models.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from models.train import (
-    TrainConfig,
-    TrainData,
-    average_checkpoints,
-    checkpoints,
-    finalize,
-    inverse_sqrt,
-    label_smoothed_loss,
-    train,
-)
+from models.train import TrainConfig, TrainData, finalize, inverse_sqrt, label_smoothed_loss, train
 from models.translator import DecodeOptions, Translator
 
 pytestmark = pytest.mark.integration

@@ -158,7 +158,7 @@ def test_resume_is_exact_with_dropout_and_the_auxiliary_losses(tmp_path: Path) -
     the checkpoint's RNG, ActNorm is not initialised again, stage 2 starts at the same update."""
     from safetensors.torch import load_file
 
-    from models.train import checkpoints
+    from models.checkpoints import checkpoints
 
     data = _prepared(tmp_path, toy_pairs(80, seed=1))
     tok = _word_tokenizer(data, tmp_path / "spm.model")
