@@ -166,6 +166,7 @@ def main() -> None:
                 },
                 # sentences with a tag pair around words, and the share of them whose pair
                 # came back empty (German moved the word) before and after `tag_pairs.repair`
+                "repair_markup": True,  # `finish` repairs hollow pairs (records before: null)
                 "marked_sentences": len(marked),
                 "hollow_unrepaired_pct": _hollow_pct(marked, texts, unrepaired),
                 "hollow_pct": _hollow_pct(marked, texts, outputs),
