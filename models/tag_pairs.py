@@ -301,6 +301,15 @@ def _relocated(source: str, translation: str, wrapped: Wrapped, inner: Sequence[
     return text if same and _bare(text) == _bare(translation) and not hollow(source, text) else None
 
 
+_ECHO = re.compile(r"\b([^\W\d_]+)(?:\s+\1\b)+", re.IGNORECASE)
+
+
+def _unechoed(translation: str, source: str) -> str:
+    """A pair's words translated on their own with a word said again at once said once
+    ("and" -> "und und und"; a short word escapes the repeat ban), unless its source does."""
+    return translation if _ECHO.search(source) else _ECHO.sub(r"\1", translation)
+
+
 def repair(
     source: str, translation: str, wrapped: Wrapped, decoded: str, inner: Sequence[str]
 ) -> str:
@@ -311,6 +320,7 @@ def repair(
     literal exactly as often as the source and no hollow pair, else `translation` as it is."""
     if not hollow(source, translation):
         return translation
+    inner = [_unechoed(x, m.text) for x, m in zip(inner, wrapped.inner, strict=True)]
     moved = _relocated(source, translation, wrapped, inner)
     if moved is not None:
         return moved
