@@ -72,6 +72,8 @@ class Prepared:
     retrieval_ms: float = 0.0
     masked: list[Masked] | None = None  # per sentence its literals (terms) masked; None: as is
     docs: list[Document] | None = None  # format "html": each text's units and tags
+    # per text of `inner_texts`, what retrieval found for it; None: its sentence's hits
+    inner_hits: list[list[Any]] | None = None
 
     @cached_property
     def variants(self) -> list[int]:
@@ -105,6 +107,12 @@ class Prepared:
         ]
 
     @property
+    def inner_texts(self) -> list[str]:
+        """What the wrapped pairs enclose, in `extra`'s order: retrieved for on their own, as
+        their sentence's neighbours pull a lone word toward another of its words."""
+        return [m.text for w in self.wraps.values() for m in w.inner if not m.empty]
+
+    @property
     def sentences(self) -> list[str]:
         """What decoding translates: each sentence, each variant's masked text, then `extra`."""
         masked = self.masked or []
@@ -122,9 +130,14 @@ class Prepared:
         out = own + [
             [mask_pair(h.source, h.target, masked[i]) for h in self.hits[i]] for i in self.variants
         ]
-        for i, w in self.wraps.items():  # as `extra`: the wrapped text masked, enclosed ones as is
+        inner = iter(self.inner_hits or [])
+        for i, w in self.wraps.items():  # as `extra`: the wrapped text masked, enclosed ones own
             out.append([mask_pair(h.source, h.target, w.masked) for h in self.hits[i]])
-            out += [list(own[i]) for m in w.inner if not m.empty]
+            for m in w.inner:
+                if m.empty:
+                    continue
+                found = next(inner) if self.inner_hits is not None else self.hits[i]
+                out.append([(h.source, h.target) for h in found])
         return out
 
     @property
@@ -184,12 +197,18 @@ def prepare(
         return Prepared(texts, seg, reads_hits=reads, masked=masked, docs=docs)
     start = time.perf_counter()
     todo = [i for i, s in enumerate(seg.segments) if not is_blank(s)]  # a blank reads nothing
+    inner = Prepared(texts, seg, masked=masked).inner_texts if reads else []
     hits: list[list[Any]] = [[] for _ in seg.segments]
     sources: list[Tensor] | None = None
+    inner_hits: list[list[Any]] | None = None
     if todo:
-        found, made = retrieve([seg.segments[i] for i in todo], options.neighbours_k)
-        if len(found) != len(todo):
-            raise ValueError(f"retrieval gave {len(found)} lists for {len(todo)} sentences")
+        found, made = retrieve([seg.segments[i] for i in todo] + inner, options.neighbours_k)
+        if len(found) != len(todo) + len(inner):
+            raise ValueError(
+                f"retrieval gave {len(found)} lists for {len(todo) + len(inner)} sentences"
+            )
+        found, inner_hits = found[: len(todo)], [list(h) for h in found[len(todo) :]]
+        made = made[: len(todo)] if made is not None else None
         for i, h in zip(todo, found, strict=True):
             hits[i] = list(h)
         if made is not None and len(todo) == len(seg.segments):
@@ -207,6 +226,7 @@ def prepare(
         retrieval_ms=_ms(start),
         masked=masked,
         docs=docs,
+        inner_hits=inner_hits,
     )
 
 
@@ -248,15 +268,18 @@ def finish(
     for i, m in enumerate(masked):
         if m.empty:  # literals only: nothing to translate
             outs[i] = m.prefix + m.suffix
+    restored: dict[int, str] = {}
     for j, i in enumerate(prepared.variants):
+        restored[i] = unmask(decoded[n + j].text, masked[i])
         if not keeps(seg.segments[i], outs[i], masked[i]):  # the masked translation, restored
-            outs[i] = unmask(decoded[n + j].text, masked[i])
+            outs[i] = restored[i]
             gates_of[i] = decoded[n + j].gate
     later = iter(decoded[n + len(prepared.variants) :])
-    for i, w in prepared.wraps.items() if repair_markup else ():  # pairs left empty
+    for i, w in prepared.wraps.items() if repair_markup else ():  # pairs empty or misplaced
         whole = next(later).text
         inner = [unmask("" if m.empty else next(later).text, m) for m in w.inner]
-        outs[i] = repair(seg.segments[i], outs[i], w, whole, inner)
+        candidates = list(dict.fromkeys([outs[i], restored[i]]))  # the chosen one first
+        outs[i] = repair(seg.segments[i], candidates, w, whole, inner)
     texts = seg.join(outs)
     gates = seg.mean(gates_of)
     hits = seg.gather(prepared.hits) if prepared.hits is not None else [[] for _ in texts]

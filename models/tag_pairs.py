@@ -310,22 +310,63 @@ def _unechoed(translation: str, source: str) -> str:
     return translation if _ECHO.search(source) else _ECHO.sub(r"\1", translation)
 
 
+def _stems(text: str) -> set[str]:
+    """Case-folded words of `text` outside tags, cut to their first five letters: a pair's
+    content and its words' own translation agree when they share one ("aktuelle",
+    "Aktuelles"), whatever German's ending."""
+    return {w.casefold()[:5] for w in re.findall(r"[^\W\d_]+", TAG.sub(" ", text))}
+
+
+def _misplaced(source: str, text: str, wrapped: Wrapped, inner: Sequence[str]) -> str:
+    """`text` with the words taken out of each wrapped pair that holds none of its own
+    translation's words (`<b>seite</b>` for "current" -> "Aktuelles": the tags landed on
+    another word), leaving the pair empty for `_relocated` to move."""
+    seen: dict[str, int] = {}
+    spots = []
+    for a, b, c, d in _pairs_of(text):
+        nth = seen.get(text[a:b], 0)
+        seen[text[a:b]] = nth + 1
+        key = (text[a:b], text[c:d], nth)
+        p = next(
+            (p for p, x in enumerate(wrapped.pairs) if (x.opening, x.closing, x.nth) == key), None
+        )
+        words = _stems(text[b:c])
+        if find_literals(text[b:c]):  # never drop a literal with the words
+            continue
+        if p is not None and words and _stems(inner[p]) and not words & _stems(inner[p]):
+            spots.append((b, c))
+    for b, c in reversed(spots):  # from the end: earlier spans keep their places
+        text = text[:b] + text[c:]
+    return text
+
+
 def repair(
-    source: str, translation: str, wrapped: Wrapped, decoded: str, inner: Sequence[str]
+    source: str,
+    candidates: Sequence[str],
+    wrapped: Wrapped,
+    decoded: str,
+    inner: Sequence[str],
 ) -> str:
-    """`translation` of `source`, or where a tag pair came back hollow: the same with the
-    pair moved around the words it enclosed (`inner[p]`: what pair p enclosed, translated
-    apart and restored) where they are found in it, else the translation of the wrapped
-    sentence (`decoded`, as the model wrote it) restored (`unwrap`) when that has every
-    literal exactly as often as the source and no hollow pair, else `translation` as it is."""
-    if not hollow(source, translation):
-        return translation
+    """The first of `candidates` (translations of `source`, best first) whose wrapped pairs
+    each enclose words of their own translation (`inner[p]`: what pair p enclosed,
+    translated apart and restored); else the first candidate with each pair that came back
+    empty, or around other words, moved around those words where it wrote them; else, where
+    a pair came back empty, the translation of the wrapped sentence (`decoded`, as the model
+    wrote it) restored (`unwrap`) when that has every literal exactly as often as the source
+    and no empty pair; else the first candidate as it is (a pair around a synonym of its
+    own translation stays)."""
     inner = [_unechoed(x, m.text) for x, m in zip(inner, wrapped.inner, strict=True)]
-    moved = _relocated(source, translation, wrapped, inner)
+    for text in candidates:
+        if not hollow(source, text) and _misplaced(source, text, wrapped, inner) == text:
+            return text
+    first = candidates[0]
+    moved = _relocated(source, _misplaced(source, first, wrapped, inner), wrapped, inner)
     if moved is not None:
         return moved
+    if not hollow(source, first):
+        return first
     whole = unwrap(decoded, wrapped, inner)
     literals = {source[a:b] for a, b, _ in find_literals(source)}
     if hollow(source, whole) or any(whole.count(x) != source.count(x) for x in literals):
-        return translation
+        return first
     return whole

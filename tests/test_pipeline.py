@@ -133,9 +133,12 @@ def test_a_tag_pair_left_empty_is_moved_to_its_words_else_wrapped_whole() -> Non
         "Press <b>Enter</b> twice.",
     ]
     hit = Hit("Click <b>Save</b> now.", "Klicken Sie jetzt auf <b>Save</b>.")  # kept as a name
+    asked: list[str] = []
 
     def retrieve(sentences, k):
-        return [[hit] for _ in sentences], [torch.zeros(1, 2) for _ in sentences]
+        asked.extend(sentences)  # an enclosed text is looked up on its own: "Save" -> "Speichern"
+        found = [[hit] if s in texts else [Hit(s, f"de:{s}")] for s in sentences]
+        return found, [torch.zeros(1, 2) for _ in sentences]
 
     memory = FakeTranslator(uses_memory=True)
     prepared = pipeline.prepare(memory, texts, DecodeOptions(), retrieve)  # type: ignore[arg-type]
@@ -159,7 +162,9 @@ def test_a_tag_pair_left_empty_is_moved_to_its_words_else_wrapped_whole() -> Non
     assert len(pairs) == len(encodings) == len(prepared.sentences) == 16
     assert pairs[5] == [("Click {1} Save {2} now.", "Klicken Sie jetzt auf {1} Save {2} .")]
     assert pairs[10] == [("Click {1} now.", "Klicken Sie jetzt auf {1} .")]  # the pair whole
-    assert pairs[11] == [(hit.source, hit.target)]  # an enclosed text reads the hits as they are
+    assert asked == [*texts, "Save", "Save", "the file", "Enter"]
+    assert pairs[11] == [("Save", "de:Save")]  # an enclosed text reads its own neighbours
+    assert pairs[15] == [("Enter", "de:Enter")]
     assert [e is None for e in encodings] == [False] * 4 + [True] * 12
 
     decoded = [
@@ -168,7 +173,7 @@ def test_a_tag_pair_left_empty_is_moved_to_its_words_else_wrapped_whole() -> Non
             "<b>Save</b> Ihre Änderungen vor dem Schließen.",  # copied: the masked one
             "Klicken Sie auf <b>Save</b>, um Ihre Änderungen zu halten.",  # copied too
             "Öffnen Sie jetzt <b>die Datei</b>.",  # kept, nothing empty: as it is
-            "<b></b> Zweimal Enter drücken.",  # kept, but empty: repaired too
+            "<b></b> Zweimal Enter drücken.",  # kept, but empty: the masked one is fine
             "{1} Ihre Änderungen vor dem Schließen speichern.",
             "Klicken Sie auf {1}{2}, um Ihre Änderungen zu halten.",
             "Öffnen Sie {1} die Datei {2} jetzt.",
@@ -188,7 +193,7 @@ def test_a_tag_pair_left_empty_is_moved_to_its_words_else_wrapped_whole() -> Non
         "Ihre Änderungen vor dem Schließen <b>speichern</b>.",  # moved to its word
         "Klicken Sie auf <b>Speichern</b>, um Ihre Änderungen zu behalten.",  # wrapped whole
         "Öffnen Sie jetzt <b>die Datei</b>.",
-        "Zweimal <b>Enter</b> drücken.",
+        "Drücken Sie <b>Enter</b> zweimal.",
     ]
     for text, translation in zip(texts, out, strict=True):
         for a, b, _ in find_literals(text):

@@ -105,13 +105,13 @@ def test_a_hollow_pair_is_moved_around_the_words_it_enclosed() -> None:
     w = wrap(mask(source))
     assert w is not None
     restored = "<b></b> Ihre Änderungen vor dem Schließen speichern."
-    out = repair(source, restored, w, "{1} Ihre Änderungen.", ["Speichern."])
+    out = repair(source, [restored], w, "{1} Ihre Änderungen.", ["Speichern."])
     assert out == "Ihre Änderungen vor dem Schließen <b>speichern</b>."
     source = "Click <b>Save all</b> to keep your changes."
     w = wrap(mask(source))
     assert w is not None
     restored = "Klicken Sie auf <b></b>, um Ihre Änderungen zu halten, alle speichern."
-    assert repair(source, restored, w, "-", ["Alle speichern"]) == (
+    assert repair(source, [restored], w, "-", ["Alle speichern"]) == (
         "Klicken Sie auf, um Ihre Änderungen zu halten, <b>alle speichern</b>."
     )
 
@@ -122,12 +122,12 @@ def test_a_pair_whose_words_are_not_found_takes_the_wrapped_translation() -> Non
     assert w is not None
     restored = "Klicken Sie auf <b></b>, um Ihre Änderungen zu halten."
     wrapped = "Klicken Sie auf {1}, um Ihre Änderungen zu behalten."
-    assert repair(source, restored, w, wrapped, ["Speichern"]) == (
+    assert repair(source, [restored], w, wrapped, ["Speichern"]) == (
         "Klicken Sie auf <b>Speichern</b>, um Ihre Änderungen zu behalten."
     )
     # words inside a literal are not the words: "speichern" in the URL is left alone
     restored = "Siehe www.example.org/speichern <b></b>, um Ihre Änderungen zu halten."
-    assert repair(source, restored, w, wrapped, ["Speichern"]).startswith("Klicken Sie auf <b>")
+    assert repair(source, [restored], w, wrapped, ["Speichern"]).startswith("Klicken Sie auf <b>")
 
 
 def test_a_repair_that_would_be_hollow_too_keeps_the_translation() -> None:
@@ -135,9 +135,9 @@ def test_a_repair_that_would_be_hollow_too_keeps_the_translation() -> None:
     w = wrap(mask(source))
     assert w is not None
     restored = "Klicken Sie auf <b></b>, um Ihre Änderungen zu halten."
-    assert repair(source, restored, w, "Klicken Sie auf {1}.", ["..."]) == restored
+    assert repair(source, [restored], w, "Klicken Sie auf {1}.", ["..."]) == restored
     kept = "Klicken Sie auf <b>Speichern</b>, um Ihre Änderungen zu halten."
-    assert repair(source, kept, w, "Klicken Sie auf {1}.", ["Sichern"]) == kept  # not hollow
+    assert repair(source, [kept], w, "Klicken Sie auf {1}.", ["Sichern"]) == kept  # not hollow
 
 
 words_in_pair = st.text(alphabet="abcdef XY", min_size=1, max_size=10).filter(str.strip)
@@ -165,7 +165,7 @@ def test_a_repair_keeps_every_literal_exactly_as_often_whatever_the_model_does(p
     words_out = restored.split()
     if rnd.random() < 0.5 and words_out:  # an inner translation the sentence also wrote
         inner = [rnd.choice(words_out) for _ in inner]
-    out = repair(text, restored, w, model(w.masked.text), inner)
+    out = repair(text, [restored], w, model(w.masked.text), inner)
     for lit in set(find_literals(text)):
         value = text[lit[0] : lit[1]]
         assert out.count(value) == text.count(value)
@@ -177,5 +177,30 @@ def test_words_translated_apart_lose_a_word_said_again() -> None:
     assert w is not None
     hollowed = "Klicken Sie <a href='x'></a> und wählen Sie Löschen."
     # not found in the sentence as "und und und": the echo is dropped, then it is found
-    fixed = repair(source, hollowed, w, "Klicken Sie {1} wählen Sie Löschen.", ["und und und"])
+    fixed = repair(source, [hollowed], w, "Klicken Sie {1} wählen Sie Löschen.", ["und und und"])
     assert fixed == "Klicken Sie <a href='x'>und</a> wählen Sie Löschen."
+
+
+def test_a_pair_around_another_word_moves_to_its_own_or_takes_the_next_candidate() -> None:
+    source = "<b>Save</b> your changes before closing."
+    w = wrap(mask(source))
+    assert w is not None
+    wrong = "<b>Änderungen</b> Ihre Änderungen vor dem Schließen speichern."
+    # the pair holds another word: emptied, and moved around its own translation
+    assert repair(source, [wrong], w, "{1} Ihre Änderungen.", ["Speichern"]) == (
+        "Ihre Änderungen vor dem Schließen <b>speichern</b>."
+    )
+    right = "<b>Speichern</b> Sie Ihre Änderungen vor dem Schließen."
+    assert repair(source, [wrong, right], w, "-", ["Speichern"]) == right  # the next candidate
+    # a candidate whose pair holds its own words wins over a first one that does not
+    source = "Print the <b>current</b> page"
+    w = wrap(mask(source))
+    assert w is not None
+    own, masked = "Die <b>seite</b> Seite drucken", "Druckt die <b>aktuelle</b> Seite"
+    assert repair(source, [own, masked], w, "Druckt die Seite {1}", ["Aktuelles"]) == masked
+    # a synonym the sentence does not repeat elsewhere stays where it is
+    synonym = "Klicken Sie auf <b>Speichern</b>, um Ihre Änderungen zu behalten."
+    click = "Click <b>Save</b> to keep your changes."
+    w = wrap(mask(click))
+    assert w is not None
+    assert repair(click, [synonym], w, "Klicken Sie auf {1}.", ["Sichern"]) == synonym
