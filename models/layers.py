@@ -12,13 +12,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, Self
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = [
+    "StrictConfig",
     "POSITIONS",
     "BlockConfig",
     "DecoderCache",
@@ -31,6 +32,25 @@ __all__ = [
     "SinusoidalPositions",
     "make_positions",
 ]
+
+
+class StrictConfig:
+    """`from_dict`/`to_dict` for an architecture's frozen config dataclass: an unknown key
+    is an error that names it, so a typo in a config file never passes silently."""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Self:
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} keys: {unknown}")
+        try:
+            return cls(**d)
+        except TypeError as e:  # a missing required field
+            raise ValueError(f"{cls.__name__}: {e}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
 
 
 class BlockConfig(Protocol):

@@ -35,17 +35,15 @@ pass given no seed draws one from torch's RNG and leaves it in `Reder.last_seed`
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models import ctc
-from models.layers import POSITIONS, make_positions
+from models.layers import POSITIONS, StrictConfig, make_positions
 
 __all__ = ["INNER_ORDERS", "ActNorm", "RederConfig", "Reder", "ReversibleLayer", "SeededDropout"]
 
@@ -54,7 +52,7 @@ _SEED_RANGE = 2**62
 
 
 @dataclass(frozen=True)
-class RederConfig:
+class RederConfig(StrictConfig):
     """Every size and id REDER needs; stored verbatim in model bundles.
 
     `d_model` is the width of one half (the embedding width); the reversible state is twice it.
@@ -138,21 +136,6 @@ class RederConfig:
     def n_labels(self) -> int:
         """Rows of the embedding and width of the output: the vocabulary plus an extra blank."""
         return max(self.vocab_size, self.blank_id + 1)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RederConfig:
-        """Build from a (JSON) dict; unknown keys are an error so typos do not pass silently."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown {cls.__name__} keys: {unknown}")
-        try:
-            return cls(**d)
-        except TypeError as e:  # a missing required field
-            raise ValueError(f"{cls.__name__}: {e}") from None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 # --------------------------------------------------------------------------- blocks

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -22,6 +21,7 @@ from models.layers import (
     DecoderLayer,
     EncoderLayer,
     EncoderState,
+    StrictConfig,
     make_positions,
 )
 
@@ -37,7 +37,7 @@ _SCALAR_TYPES: dict[str, type | tuple[type, ...]] = {
 
 
 @dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(StrictConfig):
     """Every size and id the model needs; stored verbatim in model bundles."""
 
     vocab_size: int
@@ -88,21 +88,6 @@ class TransformerConfig:
             raise ValueError(f"pad_id, bos_id and eos_id must differ, got {ids}")
         if self.vocab_size <= 3:
             raise ValueError(f"vocab_size must leave room for real tokens, got {self.vocab_size}")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TransformerConfig:
-        """Build from a (JSON) dict; unknown keys are an error so typos do not pass silently."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown {cls.__name__} keys: {unknown}")
-        try:
-            return cls(**d)
-        except TypeError as e:  # a missing required field
-            raise ValueError(f"{cls.__name__}: {e}") from None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 class Transformer(nn.Module):
