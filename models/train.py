@@ -284,6 +284,30 @@ def new_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     )
 
 
+def begin(
+    run: Path,
+    model: nn.Module,
+    cfg: TrainConfig,
+    model_cfg: dict[str, Any],
+    device: torch.device,
+    init: Path | None,
+    log: Log,
+) -> tuple[torch.optim.AdamW, dict[str, Any]]:
+    """The optimizer and the run's state: resumed from its newest checkpoint, else fresh
+    (from `init`'s weights when given)."""
+    log(f"model {cfg.arch}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+    opt = new_optimizer(model, cfg)
+    state: dict[str, Any] = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "history": []}
+    resumed = resume(run, model, opt, device, log)
+    if resumed is not None:
+        state = resumed
+    elif init is not None:
+        state["init_weights_sha256"] = _warm_start(model, init, cfg.arch, log)
+    state["model_config"] = model_cfg
+    state["arch"] = cfg.arch
+    return opt, state
+
+
 def train_autocast(cfg: TrainConfig, device: torch.device, log: Log) -> torch.autocast:
     """bf16 autocast where the config asks for it and it is faster than fp32 here."""
     use_bf16 = cfg.bf16
@@ -360,17 +384,7 @@ def train(
         raise ValueError(f"{cfg.arch}: neighbours must be > 0 exactly for a memory model")
     if memory and cfg.neighbours > model.config.max_neighbours:
         raise ValueError(f"neighbours {cfg.neighbours} > max_neighbours of the model config")
-    n_params = sum(p.numel() for p in model.parameters())
-    log(f"model {cfg.arch}: {n_params / 1e6:.2f}M parameters")
-    opt = new_optimizer(model, cfg)
-    state: dict[str, Any] = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "history": []}
-    resumed = resume(run, model, opt, device, log)
-    if resumed is not None:
-        state = resumed
-    elif init is not None:
-        state["init_weights_sha256"] = _warm_start(model, init, cfg.arch, log)
-    state["model_config"] = model_cfg
-    state["arch"] = cfg.arch
+    opt, state = begin(run, model, cfg, model_cfg, device, init, log)
 
     translator = Translator(model, tokenizer, data.source_lang, data.target_lang)
     autocast = train_autocast(cfg, device, log)

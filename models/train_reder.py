@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models import ctc
-from models.checkpoints import resume, save_and_prune, save_final
+from models.checkpoints import save_and_prune, save_final
 from models.data import EncodedCorpus, collate, encode_corpus, pad_batch, read_lines, token_batches
 from models.registry import architecture, build_model
 from models.tokenizer import PAD_ID, ByteTokenizer, Tokenizer
@@ -52,10 +52,9 @@ from models.train import (
     TrainConfig,
     TrainData,
     _device,
-    _warm_start,
+    begin,
     dev_bleu,
     inverse_sqrt,
-    new_optimizer,
     open_run,
     train_autocast,
 )
@@ -334,16 +333,7 @@ def train_reder(
         )
     if model.config.pad_id != PAD_ID:
         raise ValueError(f"the model's pad_id must be the tokenizer's ({PAD_ID})")
-    log(f"model {cfg.arch}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
-    opt = new_optimizer(model, cfg)
-    state: dict[str, Any] = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "history": []}
-    resumed = resume(run, model, opt, device, log)
-    if resumed is not None:
-        state = resumed
-    elif init is not None:
-        state["init_weights_sha256"] = _warm_start(model, init, cfg.arch, log)
-    state["model_config"] = model_cfg
-    state["arch"] = cfg.arch
+    opt, state = begin(run, model, cfg, model_cfg, device, init, log)
     counts = state.setdefault("infeasible", {})
     for d in directions:
         counts.setdefault(d.name, {"pairs": 0, "cycle": 0})
