@@ -567,8 +567,12 @@ def evaluate_cmd(
         _fail(str(e))
     translator_device = next(loaded.model.parameters()).device
     if source_lang is not None:
+        # a many-to-English model keeps its target; a two-way model (REDER) reads the other side
+        pairs = translator.card.pairs if translator.card is not None else ()
+        targets = [t for s, t in pairs if s == source_lang]
+        target = translator.target_lang if translator.target_lang in targets else None
         try:
-            translator = translator.for_pair(source_lang, translator.target_lang)
+            translator = translator.for_pair(source_lang, target or next(iter(targets), "?"))
         except ValueError as e:
             _fail(str(e))
     if store is not None and stores is None:

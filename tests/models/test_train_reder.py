@@ -116,6 +116,17 @@ def test_train_command_learns_both_directions_writes_a_duplex_bundle_and_resumes
     to_en = to_german.for_pair("de", "en").translate(de, opts)
     assert _exact(to_de, de) >= 0.9, list(zip(to_de, de, strict=True))[:5]
     assert _exact(to_en, en) >= 0.9, list(zip(to_en, en, strict=True))[:5]
+    # `ragmt eval --source-lang de` scores the other direction against the English side
+    for lang in ("en", "de"):
+        report = tmp_path / f"eval-{lang}"
+        res = runner.invoke(app, ["eval", "--model", str(out), "--data", str(data), "--domains",
+                                  "general", "--split", "dev", "--source-lang", lang,
+                                  "--block-repeats", "0", "--out", str(report)])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        scored = json.loads(report.with_suffix(".json").read_text())["general"]
+        assert scored["bleu"] > 80, (lang, scored["bleu"])
+        hyp = "de" if lang == "en" else "en"
+        assert (tmp_path / f"eval-{lang}-hyps" / f"general.dev.hyp.{hyp}").is_file()
 
     res = runner.invoke(app, [*args, "--max-steps", "225"])
     assert res.exit_code == 0, res.output
