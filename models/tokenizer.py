@@ -11,6 +11,7 @@ Ids 0-3 are fixed in both: pad, bos, eos, unk.
 from __future__ import annotations
 
 import io
+import re
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
@@ -66,7 +67,7 @@ class Tokenizer:
         return [self.sp.encode(t) for t in normed]
 
     def decode(self, ids: list[int]) -> str:
-        return self.sp.decode([i for i in ids if i >= UNK_ID])
+        return _one_line(self.sp.decode([i for i in ids if i >= UNK_ID]))
 
     def pieces(self, text: str, lang: str) -> list[str]:
         return self.sp.encode(self.normalize(text, lang), out_type=str)
@@ -133,6 +134,15 @@ _SEPARATORS = ",;:-/\u2013\u2014"
 _STOPS = ".!?\u2026()[]\"'"
 
 
+_LINE_BREAKS = re.compile(r"[ \t]*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+[ \t]*")
+
+
+def _one_line(text: str) -> str:
+    """A translation as one line: a line break a model spelled in byte pieces becomes a
+    space, so a translated file keeps one line per source line."""
+    return _LINE_BREAKS.sub(" ", text)
+
+
 def _bare(piece: str) -> str:
     """A piece as loops compare it: without the word-start mark, case-folded."""
     return piece.lstrip("\u2581").casefold() or piece
@@ -159,7 +169,7 @@ class ByteTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         raw = bytes(i - BYTE_OFFSET for i in ids if BYTE_OFFSET <= i < self.vocab_size)
-        return raw.decode("utf-8", errors="replace")
+        return _one_line(raw.decode("utf-8", errors="replace"))
 
     def pieces(self, text: str, lang: str) -> list[str]:
         return [chr(b) if b < 128 else f"<0x{b:02X}>" for b in self.normalize(text, lang).encode()]

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from models.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from models.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, ByteTokenizer, Tokenizer
 
 pytestmark = pytest.mark.unit
 
@@ -75,3 +75,18 @@ def test_loop_classes_of_the_served_vocabulary() -> None:
     wordy = {sp.id_to_piece(i) for i in tok.wordy_ids()}
     assert {"\u2581Speichern", "ach", "\u2581die"} <= wordy
     assert not wordy & {".", "s", "\u2581%", "\u2581", "\u25811"}
+
+
+def test_a_translation_is_one_line_whatever_bytes_the_model_writes(
+    toy_tokenizer: Tokenizer,
+) -> None:
+    newline = toy_tokenizer.sp.piece_to_id("<0x0A>")
+    assert toy_tokenizer.sp.id_to_piece(newline) == "<0x0A>"  # byte fallback spells it
+    ids = toy_tokenizer.encode("one two", "en")
+    assert "\n" not in toy_tokenizer.decode([*ids, newline, *ids])
+    assert toy_tokenizer.decode([*ids, newline, *ids]) == "one two one two"
+    byte = ByteTokenizer()
+    assert (
+        byte.decode(byte.encode("a", "en") + [ord("\n") + 4, ord("\r") + 4] + [ord("b") + 4])
+        == "a b"
+    )
