@@ -190,7 +190,10 @@ async def test_xliff_files_round_trip_with_inline_codes(
         assert '<target state="final">schon da</target>' in out
         assert f'<target state="translated">{gloss("one two three")}</target>' in out
         unit1 = re.search(r'<target state="translated">(.*?)</target>\n', out).group(1)
-        assert re.fullmatch(r'[^<>]*<g id="b">[^<>]*</g>[^<>]*<x id="br"/>[^<>]*', unit1)
+        # every inline code back once, the pair around its own word's translation (the toy
+        # model knows no masks and drops them; the pair is moved to "blau" where it wrote it)
+        assert unit1.count('<x id="br"/>') == 1 and unit1.count("<g ") == 1
+        assert f'<g id="b">{gloss("blue")}</g>' in unit1
 
         resp = await upload(c, "ui20.xlf", XLIFF20.encode(), BOB, source_lang="en")
         job = await finished(c, resp.json()["id"], BOB)
