@@ -91,9 +91,6 @@ def preserved(source: str, output: str, tokens: list[str]) -> bool:
     return all(output.index(a) < output.index(b) for a, b in pairs)
 
 
-_MARKED_WORDS = re.compile(r"<([a-z]+)[^<>]*>[^<>]*[A-Za-z][^<>]*</\1>")
-
-
 def _hollow_pct(rows: list[int], sources: list[str], outputs: list[str]) -> float:
     """Percent of `rows` whose output holds a tag pair left empty (`tag_pairs.hollow`)."""
     from models.tag_pairs import hollow
@@ -116,7 +113,7 @@ def main() -> None:
     from index_builder.store import load_retriever, open_store
     from models import pipeline
     from models.bundle import load_bundle
-    from models.literals import MASK_OUT, keeps_literals
+    from models.literals import MARKED_WORDS, MASK_OUT, keeps_literals
     from models.results import FORMAT, append_record, git_state
     from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
@@ -148,7 +145,7 @@ def main() -> None:
             outputs = [o.text for o in pipeline.finish(prepared, decoded)]
             unrepaired = [o.text for o in pipeline.finish(prepared, decoded, repair_markup=False)]
             ok = [preserved(t, o, k) for (t, k, _), o in zip(checks, outputs, strict=True)]
-            marked = [i for i, (t, _, _) in enumerate(checks) if _MARKED_WORDS.search(t)]
+            marked = [i for i, (t, _, _) in enumerate(checks) if MARKED_WORDS.search(t)]
             by_kind: dict[str, list[bool]] = {}
             for (_, _, kinds), good in zip(checks, ok, strict=True):
                 for kind in kinds.split("+"):

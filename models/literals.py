@@ -27,6 +27,7 @@ __all__ = [
     "LITERAL",
     "MASK",
     "MASK_OUT",
+    "MARKED_WORDS",
     "PEELED",
     "TAG",
     "TEMPLATE_PLACEHOLDER",
@@ -200,7 +201,8 @@ def _cased(target: str, source: str, before: str) -> str:
     return target
 
 
-_MARKED_WORDS = re.compile(r"<([A-Za-z][\w:.-]*)[^<>]*>[^<>]*[A-Za-z][^<>]*</\1>")
+# a tag pair around words ("<b>Save</b>"): what a translation must not copy untranslated
+MARKED_WORDS = re.compile(r"<([A-Za-z][\w:.-]*)[^<>]*>[^<>]*[A-Za-z][^<>]*</\1>")
 
 
 def keeps_literals(source: str, translation: str) -> bool:
@@ -209,7 +211,7 @@ def keeps_literals(source: str, translation: str) -> bool:
     spans = {source[a:b] for a, b, _ in find_literals(source)}
     if any(translation.count(x) != source.count(x) for x in spans):
         return False
-    return not any(m.group(0) in translation for m in _MARKED_WORDS.finditer(source))
+    return not any(m.group(0) in translation for m in MARKED_WORDS.finditer(source))
 
 
 def _word(term: str) -> re.Pattern[str]:

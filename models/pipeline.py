@@ -268,16 +268,18 @@ def finish(
     for i, m in enumerate(masked):
         if m.empty:  # literals only: nothing to translate
             outs[i] = m.prefix + m.suffix
-    restored: dict[int, str] = {}
+    variant_of = {i: j for j, i in enumerate(prepared.variants)}
+    restored = {}  # a variant's masked translation restored, where its own is not kept
     for j, i in enumerate(prepared.variants):
-        restored[i] = unmask(decoded[n + j].text, masked[i])
         if not keeps(seg.segments[i], outs[i], masked[i]):  # the masked translation, restored
-            outs[i] = restored[i]
+            outs[i] = restored[i] = unmask(decoded[n + j].text, masked[i])
             gates_of[i] = decoded[n + j].gate
     later = iter(decoded[n + len(prepared.variants) :])
     for i, w in prepared.wraps.items() if repair_markup else ():  # pairs empty or misplaced
         whole = next(later).text
         inner = [unmask("" if m.empty else next(later).text, m) for m in w.inner]
+        if i not in restored:
+            restored[i] = unmask(decoded[n + variant_of[i]].text, masked[i])
         candidates = list(dict.fromkeys([outs[i], restored[i]]))  # the chosen one first
         outs[i] = repair(seg.segments[i], candidates, w, whole, inner)
     texts = seg.join(outs)
