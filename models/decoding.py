@@ -26,10 +26,21 @@ def _device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def _encode(model: nn.Module, src: Tensor, neighbours: Any, source: EncoderState | None) -> Any:
+def _encode(
+    model: nn.Module,
+    src: Tensor,
+    neighbours: Any,
+    source: EncoderState | None,
+    languages: tuple[str, str] | None = None,
+) -> Any:
     """The model's encoder state; `neighbours` and `source` (the source's encoding, made
     earlier) go to `encode` only when given, so models without retrieval keep their
-    one-argument `encode`."""
+    one-argument `encode`. `languages`: the (source, target) pair, for a model that
+    translates several ways (it takes them as `encode`'s `languages`)."""
+    if languages is not None:
+        if neighbours is not None:
+            raise ValueError("a model told the language pair reads no retrieved pairs")
+        return model.encode(src, source, languages=languages)
     if source is None:
         return model.encode(src) if neighbours is None else model.encode(src, neighbours)
     if neighbours is None:
@@ -233,18 +244,20 @@ def greedy(
     neighbours: Any = None,
     source: EncoderState | None = None,
     repeats: RepeatBan | None = None,
+    languages: tuple[str, str] | None = None,
 ) -> list[list[int]]:
     """Most probable next token at every step; src `(B, S)` right-padded token ids.
 
     neighbours: retrieved pairs for a retrieval model (e.g. `models.semiparametric.Neighbours`).
     source: the model's encoder state of `src` when it was computed already (not encoded again).
     repeats: a `RepeatBan` for `src`, forbidding back-to-back repeats; None allows them.
+    languages: (source, target) for a model that translates several ways (`directional`).
     Returns one token list per sentence, without BOS/EOS/pad.
     """
     eos = model.config.eos_id
     src = src.to(_device(model))
     limits = _length_limits(model, src, max_len_a, max_len_b)
-    state = _encode(model, src, neighbours, source)
+    state = _encode(model, src, neighbours, source, languages)
     cache = model.init_cache(state)
     alive = list(range(src.size(0)))  # sentence id of each row
     last = torch.full((len(alive),), model.config.bos_id, dtype=torch.long, device=src.device)
@@ -290,6 +303,7 @@ def beam_search(
     gates: list[float | None] | None = None,
     source: EncoderState | None = None,
     repeats: RepeatBan | None = None,
+    languages: tuple[str, str] | None = None,
 ) -> list[list[int]]:
     """Beam search with GNMT length normalisation score / ((5 + len) / 6) ** length_penalty.
 
@@ -300,7 +314,7 @@ def beam_search(
     sentence without a memory). The gate of every step is summed along each beam as it is
     decoded, so the mean over the chosen output's positions (BOS and its tokens, as a
     teacher-forced pass over it would give) costs no second pass.
-    source, repeats: as for `greedy`.
+    source, repeats, languages: as for `greedy`.
     Returns the best hypothesis per sentence, without BOS/EOS/pad.
     """
     if beam_size < 1:
@@ -319,7 +333,7 @@ def beam_search(
     # The state and those keys/values keep one row per sentence: the K hypotheses of a sentence
     # are K consecutive decoder rows (row = sentence * K + beam) that attention reads them with
     # (`MultiHeadAttention`); copying them per beam was most of a memory model's decoding time.
-    state = _encode(model, src, neighbours, source)
+    state = _encode(model, src, neighbours, source, languages)
     cache = model.init_cache(state)
     has_memory = state.has_memory.tolist() if track else [False] * n_sent
     # The bookkeeping below runs in NumPy on the host on a few dozen numbers per sentence:

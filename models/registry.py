@@ -17,6 +17,7 @@ from torch import nn
 from models.byte_fusion import ByteFusionConfig, ByteFusionTransformer
 from models.reder import Reder, RederConfig
 from models.semiparametric import SemiParametricConfig, SemiParametricModel
+from models.sparse_transformer import SparseTransformer, SparseTransformerConfig
 from models.transformer import Transformer, TransformerConfig
 
 __all__ = [
@@ -62,6 +63,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     ),
     "byte-fusion": Architecture(ByteFusionConfig, ByteFusionTransformer),
     "reder": Architecture(RederConfig, Reder, decoding="ctc"),
+    "sparse-transformer": Architecture(SparseTransformerConfig, SparseTransformer),
 }
 
 

@@ -335,6 +335,8 @@ def _autoregressive(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
     """Beam search, or greedy search at beam 1; with `gates` to fill, beam 1 stands in for
     greedy (its exact output) because beam search sums the gate as it decodes."""
     o = b.options
+    # a model that translates several ways (the sparse multilingual one) is told the pair
+    languages = b.languages if getattr(model, "directional", False) else None
     if o.beam_size <= 1 and b.gates is None:
         return greedy(
             model,
@@ -344,6 +346,7 @@ def _autoregressive(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
             neighbours=b.neighbours,
             source=b.source,
             repeats=b.repeats,
+            languages=languages,
         )
     return beam_search(
         model,
@@ -356,6 +359,7 @@ def _autoregressive(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
         gates=b.gates,
         source=b.source,
         repeats=b.repeats,
+        languages=languages,
     )
 
 
