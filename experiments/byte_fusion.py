@@ -4,7 +4,7 @@ clean and the noisy test sources, one self-describing record per system, languag
 (`ragmt eval --results`; hypotheses in `<runs>/<system>/eval-<source>-hyps/` for
 `experiments/paired_bootstrap.py`). Each step resumes: run it again after an interruption.
 
-    python experiments/m2o_data.py --bible data/bible --out data/m2o-4-nt --nt \\
+    ragmt data mix --bible data/bible --from de,ru,hi,zh --to en --out data/m2o-4-nt --nt \\
         --test-verses 300 --noise 0.05,0.1
     python experiments/byte_fusion.py --data data/m2o-4-nt --runs runs/m2o \\
         --systems byte-none,byte-ncf,byte-wsf --results experiments/results/byte-fusion.jsonl
@@ -31,7 +31,7 @@ def run(cmd: list[str]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, required=True, help="from experiments/m2o_data.py")
+    ap.add_argument("--data", type=Path, required=True, help="from ragmt data mix")
     ap.add_argument("--runs", type=Path, required=True, help="run directories go here")
     ap.add_argument("--systems", default="byte-none,byte-ncf,byte-wsf")
     ap.add_argument("--results", type=Path, required=True)

@@ -26,6 +26,9 @@ class EncodedCorpus:
     tgt_ids: np.ndarray
     tgt_off: np.ndarray
     lines: np.ndarray  # (n,) line number in the files of each kept pair
+    # (n,) each kept line's language pair, an index into the pairs `encode_corpus` was given
+    # (a multilingual corpus); None: one pair for every line
+    pairs: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.src_off) - 1
@@ -64,35 +67,70 @@ def encode_corpus(
     tgt_lang: str,
     max_len: int,
     cache_dir: Path | None = None,
+    pair_file: Path | None = None,
+    pairs: tuple[tuple[str, str], ...] = (),
 ) -> EncodedCorpus:
     """Encode a line-aligned pair of files; pairs longer than `max_len` tokens are dropped.
 
+    `pair_file` (a multilingual corpus): each line's pair as `src-tgt`, one of `pairs`; each
+    side is then normalised as its own language, and the corpus keeps each line's pair.
     With `cache_dir`, the arrays are saved as .npy under a key made of the files' and the
     tokenizer's hashes, so a resumed run does not tokenise again.
     """
+    names = ("si", "so", "ti", "to", "ln") + (("pi",) if pair_file is not None else ())
     key = None
     if cache_dir is not None:
-        parts = [sha256_file(p)[:16] for p in (src_file, tgt_file)] + [tokenizer_id(tok)[:16]]
+        files = (src_file, tgt_file) + ((pair_file,) if pair_file is not None else ())
+        parts = [sha256_file(p)[:16] for p in files] + [tokenizer_id(tok)[:16]]
         key = Path(cache_dir) / f"enc2-{'-'.join(parts)}-{max_len}"
         if (key / "done").is_file():
-            arrays = [np.load(key / f"{n}.npy") for n in ("si", "so", "ti", "to", "ln")]
-            return EncodedCorpus(*arrays)
+            return EncodedCorpus(*[np.load(key / f"{n}.npy") for n in names])
     src_lines, tgt_lines = read_lines(src_file), read_lines(tgt_file)
     if len(src_lines) != len(tgt_lines):
         raise ValueError(f"{src_file} and {tgt_file} differ in line count")
-    src = tok.encode_batch(src_lines, src_lang)
-    tgt = tok.encode_batch(tgt_lines, tgt_lang)
+    if pair_file is None:
+        line_pairs = np.zeros(len(src_lines), dtype=np.int64)
+        langs = [(src_lang, tgt_lang)]
+    else:
+        line_pairs = _line_pairs(pair_file, len(src_lines), pairs)
+        langs = list(pairs)
+    src: list[list[int]] = [[] for _ in src_lines]
+    tgt: list[list[int]] = [[] for _ in tgt_lines]
+    for p, (s_lang, t_lang) in enumerate(langs):  # each side normalised as its language
+        rows = np.flatnonzero(line_pairs == p).tolist()
+        for i, ids in zip(
+            rows, tok.encode_batch([src_lines[i] for i in rows], s_lang), strict=True
+        ):
+            src[i] = ids
+        for i, ids in zip(
+            rows, tok.encode_batch([tgt_lines[i] for i in rows], t_lang), strict=True
+        ):
+            tgt[i] = ids
     keep = [i for i in range(len(src)) if 0 < len(src[i]) <= max_len and 0 < len(tgt[i]) < max_len]
     si, so = _flatten([src[i] for i in keep])
     ti, to = _flatten([tgt[i] for i in keep])
     ln = np.asarray(keep, dtype=np.int64)
-    corpus = EncodedCorpus(si, so, ti, to, ln)
+    arrays = [si, so, ti, to, ln] + ([line_pairs[ln]] if pair_file is not None else [])
     if key is not None:
         key.mkdir(parents=True, exist_ok=True)
-        for name, arr in zip(("si", "so", "ti", "to", "ln"), (si, so, ti, to, ln), strict=True):
+        for name, arr in zip(names, arrays, strict=True):
             np.save(key / f"{name}.npy", arr)
         (key / "done").write_text("ok")
-    return corpus
+    return EncodedCorpus(*arrays)
+
+
+def _line_pairs(path: Path, lines: int, pairs: tuple[tuple[str, str], ...]) -> np.ndarray:
+    """Each line's index into `pairs`, read from a `.pairs` file (`src-tgt` per line)."""
+    index = {f"{s}-{t}": i for i, (s, t) in enumerate(pairs)}
+    names = read_lines(path)
+    if len(names) != lines:
+        raise ValueError(f"{path}: {len(names)} lines for a corpus of {lines}")
+    out = np.empty(lines, dtype=np.int64)
+    for n, name in enumerate(names):
+        if name not in index:
+            raise ValueError(f"{path}:{n + 1}: pair {name!r} is not one of {sorted(index)}")
+        out[n] = index[name]
+    return out
 
 
 @dataclass

@@ -19,12 +19,16 @@ from models.output_checks import check_outputs
 from models.pipeline import Retrieve
 from models.translator import DecodeOptions, Translator
 
+# BLEU's tokenizer by target language where 13a's would score whole clauses as words
+# (Chinese has no spaces between words; sacreBLEU's "zh" splits its characters)
+BLEU_TOKENIZE = {"zh": "zh"}
 
-def score(hyps: list[str], refs: list[str]) -> dict[str, Any]:
-    """Corpus BLEU and chrF with their signatures."""
+
+def score(hyps: list[str], refs: list[str], target_lang: str | None = None) -> dict[str, Any]:
+    """Corpus BLEU and chrF with their signatures; BLEU tokenised as `target_lang` needs."""
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses for {len(refs)} references")
-    bleu, chrf = BLEU(), CHRF()
+    bleu, chrf = BLEU(tokenize=BLEU_TOKENIZE.get(target_lang or "")), CHRF()
     b = bleu.corpus_score(hyps, [refs])
     c = chrf.corpus_score(hyps, [refs])
     return {
@@ -76,7 +80,7 @@ def evaluate(
             extra["gate_mean"] = round(sum(gates) / len(gates), 4)
         seconds = round(done.decode_ms / 1000, 1)
         extra["checks"] = check_outputs(hyps, src)
-        results[domain] = score(hyps, refs) | {"seconds": seconds} | extra
+        results[domain] = score(hyps, refs, tgt_lang) | {"seconds": seconds} | extra
         gate = f" gate {extra['gate_mean']}" if "gate_mean" in extra else ""
         loops = f" loops {extra['checks']['loops_pct']}%"
         log(f"{domain}: BLEU {results[domain]['bleu']} chrF {results[domain]['chrf']}{gate}{loops}")

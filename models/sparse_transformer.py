@@ -358,6 +358,14 @@ class SparseTransformer(Transformer):
 
     # ------------------------------------------------------------------ sub-networks
 
+    def __copy__(self) -> SparseTransformer:
+        """A shallow copy with sub-networks of its own: int8 decoding copies the model and
+        swaps its decoder layers, whose cut-outs must not be the float model's."""
+        other = self.__class__.__new__(self.__class__)
+        other.__dict__ = self.__dict__.copy()
+        other._extracted = {}
+        return other
+
     def train(self, mode: bool = True) -> SparseTransformer:
         self._extracted.clear()  # weights are about to change (or did): extract again
         return super().train(mode)
@@ -404,7 +412,10 @@ class SparseTransformer(Transformer):
                         masks["ffn"][i] if "ffn" in masks else None,
                     )
                 )
-            out.append(nn.ModuleList(kept))
+            stack = nn.ModuleList(kept)
+            if any(_is_int8(m) for m in layers.modules()):  # int8 decoding: cut-outs int8 too
+                _to_int8(stack)
+            out.append(stack)
         return _Subnetwork(out[0], out[1])
 
     def active_parameters(self, source: str, target: str) -> int:
@@ -531,6 +542,26 @@ def _columns_of(linear: nn.Module, cols: Tensor) -> nn.Linear:
     if bias is not None:
         out.bias.copy_(bias)
     return out
+
+
+def _is_int8(module: nn.Module) -> bool:
+    """Whether `module` is a dynamically quantized linear layer (`models.quantize`)."""
+    return not isinstance(module, nn.Linear) and callable(getattr(module, "weight", None))
+
+
+def _to_int8(stack: nn.ModuleList) -> None:
+    """The float linear layers of cut-out layers made int8 as `models.quantize` makes them
+    (per output channel; the layers' other int8 ones stay as they are)."""
+    import warnings
+
+    with warnings.catch_warnings():  # torch marks its eager quantization API as deprecated
+        warnings.simplefilter("ignore")
+        torch.ao.quantization.quantize_dynamic(
+            stack,
+            qconfig_spec={nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig},
+            dtype=torch.qint8,
+            inplace=True,
+        )
 
 
 def _float_weights(linear: nn.Module) -> tuple[Tensor, Tensor | None]:

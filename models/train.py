@@ -55,6 +55,8 @@ Log = Callable[[str], None]
 DIRECTIONS = ("both", "forward", "backward")
 # The TrainConfig fields only the CTC trainer reads (models/train_reder.py).
 CTC_ONLY = ("directions", "fba_weight", "cc_weight", "aux_after")
+# The TrainConfig fields only models with per-language component scores read.
+SCORED_ONLY = ("phase2_after", "sparsity_weight", "disparity_weight", "topk_weight")
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,17 @@ class TrainConfig:
     fba_weight: float = 0.0
     cc_weight: float = 0.0
     aux_after: int = 0
+    # Models that select components per language (sparse-transformer, SEEDS §2): the updates
+    # of phase 1 (every component, sampled soft scores, loss + sparsity_weight * sparsity)
+    # before phase 2 (each language's top-k, loss + disparity_weight * disparity +
+    # topk_weight * top-k); the paper's weights are 0.1, 0.02 and 0.1.
+    phase2_after: int = 0
+    sparsity_weight: float = 0.0
+    disparity_weight: float = 0.0
+    topk_weight: float = 0.0
 
     def __post_init__(self) -> None:
+        self._check_scored()
         spec = ARCHITECTURES.get(self.arch)
         if spec is None or spec.decoding != "ctc":
             defaults = {f.name: f.default for f in fields(self)}
@@ -117,6 +128,23 @@ class TrainConfig:
         a = self.aux_after
         if isinstance(a, bool) or not isinstance(a, int) or a < 0:
             raise ValueError(f"aux_after must be an update count >= 0, got {a!r}")
+
+    def _check_scored(self) -> None:
+        """The score options belong to a model with per-language scores, and are numbers."""
+        spec = ARCHITECTURES.get(self.arch)
+        defaults = {f.name: f.default for f in fields(self)}
+        given = [k for k in SCORED_ONLY if getattr(self, k) != defaults[k]]
+        if given and (spec is None or not hasattr(spec.model, "score_losses")):
+            raise ValueError(
+                f"{', '.join(given)}: options of models with per-language scores "
+                f"(sparse-transformer), not of {self.arch}"
+            )
+        for name in SCORED_ONLY:
+            w = getattr(self, name)
+            if isinstance(w, bool) or not isinstance(w, int | float) or w < 0:
+                raise ValueError(f"{name} must be a number >= 0, got {w!r}")
+        if not isinstance(self.phase2_after, int):
+            raise ValueError(f"phase2_after must be an update count, got {self.phase2_after!r}")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
@@ -149,6 +177,10 @@ class TrainData:
     # teacher's translation into source_lang. None: the raw pairs train that direction.
     kd_forward: Path | None = None
     kd_backward: Path | None = None
+    # A multilingual corpus (`ragmt data mix`): each train and dev line's pair as `src-tgt`,
+    # one of `pairs`; one side's file then mixes languages (named "mul").
+    train_pairs: Path | None = None
+    dev_pairs: Path | None = None
 
 
 def served_pairs(data: TrainData, config: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -351,10 +383,12 @@ def train(
         data.target_lang,
         cfg.max_len,
         cache_dir=run / "cache",
+        pair_file=data.train_pairs,
+        pairs=data.pairs or (),
     )
     log(f"{len(corpus)} training pairs, {int(corpus.tgt_lens.sum())} target tokens")
-    dev_src = read_lines(data.dev_src)[: cfg.dev_sentences]
-    dev_ref = read_lines(data.dev_tgt)[: cfg.dev_sentences]
+    dev_sets = dev_by_pair(data, cfg.dev_sentences)
+    dev_src, dev_ref = dev_sets[0][1], dev_sets[0][2]
     train_nb: EncodedNeighbours | None = None
     dev_nb: list[list[tuple[str, str]]] | None = None
     if cfg.neighbours:
@@ -378,7 +412,17 @@ def train(
         log(f"{len(train_nb.src)} training neighbours, {len(train_nb.src) / n_lines:.2f} per line")
 
     model_cfg = {"vocab_size": tokenizer.vocab_size, "max_len": cfg.max_len + 2, **cfg.model}
+    config_fields = {f.name for f in fields(architecture(cfg.arch).config)}
+    if data.pairs and "languages" in config_fields and "languages" not in cfg.model:
+        model_cfg["languages"] = languages_of(data.pairs)  # every language the data holds
     model = build_model(cfg.arch, model_cfg).to(device)
+    pair_langs = _pair_languages(model, data)
+    scored = hasattr(model, "score_losses")
+    if scored:  # each side's scores are trained for the languages that side reads
+        known = list(model.config.languages)
+        pairs = data.pairs or ((data.source_lang, data.target_lang),)
+        enc_langs = sorted({known.index(s) for s, _ in pairs})
+        dec_langs = sorted({known.index(t) for _, t in pairs})
     memory = bool(getattr(model, "uses_memory", False))
     if memory != bool(cfg.neighbours):
         raise ValueError(f"{cfg.arch}: neighbours must be > 0 exactly for a memory model")
@@ -421,9 +465,23 @@ def train(
             lr = inverse_sqrt(step + 1, cfg.warmup, cfg.lr)
             for g in opt.param_groups:
                 g["lr"] = lr
+            if scored:
+                model.set_phase(1 if step < cfg.phase2_after else 2)
             with autocast:
-                logits = model(src, tin) if nb is None else model(src, tin, nb)
-            loss = label_smoothed_loss(logits, tout, cfg.label_smoothing)
+                if pair_langs is not None:  # (2, B) each row's source and target language
+                    rows = torch.from_numpy(corpus.pairs[batches[b]])
+                    logits = model(src, tin, pair_langs.index_select(0, rows).T.to(device))
+                else:
+                    logits = model(src, tin) if nb is None else model(src, tin, nb)
+            ce = label_smoothed_loss(logits, tout, cfg.label_smoothing)
+            loss = ce
+            if scored:
+                aux = model.score_losses(enc_langs, dec_langs)
+                if step < cfg.phase2_after:
+                    loss = loss + cfg.sparsity_weight * aux["sparsity"]
+                else:
+                    loss = loss + cfg.disparity_weight * aux["disparity"]
+                    loss = loss + cfg.topk_weight * aux["topk"]
             if (gate := batch_gate(model, tout)) is not None:
                 window_gates.append(gate)
             opt.zero_grad(set_to_none=True)
@@ -434,7 +492,7 @@ def train(
             state["step"], state["batch_in_epoch"] = step, b + 1
             ntok = int((tout != PAD_ID).sum())
             window_tokens += ntok
-            window_loss += loss.item() * ntok
+            window_loss += ce.item() * ntok
             if step % 100 == 0:
                 elapsed = time.time() - window_start
                 tps = window_tokens / max(elapsed, 1e-9)
@@ -443,6 +501,10 @@ def train(
                     max(deadline - time.time(), 0),
                 )
                 gate = f" gate {sum(window_gates) / len(window_gates):.3f}" if window_gates else ""
+                if scored:
+                    gate += f" phase {model.phase} " + " ".join(
+                        f"{k} {v.item():.4f}" for k, v in aux.items()
+                    )
                 log(
                     f"step {step} epoch {state['epoch']} loss {window_loss / window_tokens:.3f} "
                     f"lr {lr:.2e} {tps:.0f} tgt tok/s{gate} ETA {left / 60:.0f} min"
@@ -451,9 +513,20 @@ def train(
                 window_gates = []
             if step % cfg.eval_every == 0:
                 model.eval()
-                bleu = dev_bleu(translator, dev_src, dev_ref, neighbours=dev_nb)
-                state["history"].append({"step": step, "dev_bleu_greedy": round(bleu, 2)})
-                log(f"step {step} dev BLEU (greedy, {len(dev_src)} sentences) {bleu:.2f}")
+                if len(dev_sets) == 1:
+                    bleu = dev_bleu(translator, dev_src, dev_ref, neighbours=dev_nb)
+                    state["history"].append({"step": step, "dev_bleu_greedy": round(bleu, 2)})
+                else:  # each pair's own dev verses; the mean is what the log follows
+                    by_pair = {
+                        f"{s}-{t}": round(dev_bleu(Translator(model, tokenizer, s, t), ps, pr), 2)
+                        for (s, t), ps, pr in dev_sets
+                    }
+                    bleu = sum(by_pair.values()) / len(by_pair)
+                    state["history"].append(
+                        {"step": step, "dev_bleu_greedy": round(bleu, 2), "by_pair": by_pair}
+                    )
+                n_dev = sum(len(d[1]) for d in dev_sets)
+                log(f"step {step} dev BLEU (greedy, {n_dev} sentences) {bleu:.2f}")
             if step % cfg.save_every == 0:
                 save_and_prune(run, step, model, opt, state, cfg.keep_checkpoints)
         else:
@@ -462,6 +535,53 @@ def train(
     save_final(run, step, model, opt, state)
     log(f"stopped at step {step} after {(time.time() - started) / 60:.1f} min")
     return state
+
+
+def languages_of(pairs: tuple[tuple[str, str], ...]) -> list[str]:
+    """Every language of `pairs`, sources first, in order of first appearance."""
+    out: list[str] = []
+    for lang in [s for s, _ in pairs] + [t for _, t in pairs]:
+        if lang not in out:
+            out.append(lang)
+    return out
+
+
+def dev_by_pair(data: TrainData, n: int) -> list[tuple[tuple[str, str], list[str], list[str]]]:
+    """(pair, sources, references) of the dev lines training scores: the first `n`, or for a
+    multilingual corpus the first n / pairs of each pair's own lines."""
+    src, ref = read_lines(data.dev_src), read_lines(data.dev_tgt)
+    if data.dev_pairs is None or not data.pairs:
+        return [((data.source_lang, data.target_lang), src[:n], ref[:n])]
+    names = read_lines(data.dev_pairs)
+    if len(names) != len(src):
+        raise ValueError(f"{data.dev_pairs}: {len(names)} lines for a dev set of {len(src)}")
+    each = max(1, n // len(data.pairs))
+    out = []
+    for s, t in data.pairs:
+        rows = [i for i, name in enumerate(names) if name == f"{s}-{t}"][:each]
+        if rows:
+            out.append(((s, t), [src[i] for i in rows], [ref[i] for i in rows]))
+    return out
+
+
+def _pair_languages(model: nn.Module, data: TrainData) -> torch.Tensor | None:
+    """`(pairs, 2)` language indices of each pair of a multilingual corpus, for a model told
+    the pair (`directional`); None where the model reads no languages or the data is one pair.
+    A corpus with several target languages needs such a model: ValueError otherwise."""
+    if data.train_pairs is None or not data.pairs:
+        return None
+    if not getattr(model, "directional", False):
+        if len({t for _, t in data.pairs}) > 1:
+            raise ValueError(
+                "the data translates into several languages: the model must be told the target "
+                "(sparse-transformer; with sparse [] it is the dense multilingual model)"
+            )
+        return None  # many-to-one: the model reads the source as it comes
+    known = list(model.config.languages)
+    missing = sorted({x for p in data.pairs for x in p} - set(known))
+    if missing:
+        raise ValueError(f"the model's languages {known} lack {missing} of the data's pairs")
+    return torch.tensor([[known.index(s), known.index(t)] for s, t in data.pairs])
 
 
 # What may differ between runs averaged into one bundle: what may change on resume, plus their

@@ -178,6 +178,37 @@ def data_prepare(
     _log(f"contamination check passed: {manifest['contamination_check']['passed']}")
 
 
+@data_app.command("mix")
+def data_mix(
+    bible: Path = typer.Option(
+        Path("data/bible"), help="the prepared Bible (data prepare --bible)"
+    ),
+    sources: str = typer.Option("en", "--from", help="comma-separated source languages"),
+    targets: str = typer.Option(
+        "de,fr,es,pt,ru,uk,hi,zh", "--to", help="comma-separated target languages"
+    ),
+    out: Path = typer.Option(Path("data/bible-o2m"), help="writes <out>/bible/ and a manifest"),
+    nt: bool = typer.Option(False, "--nt", help="New Testament training books only (fast tier)"),
+    test_verses: int = typer.Option(None, min=1, help="keep the first N test verses"),
+    noise: str = typer.Option(
+        "", help="e.g. 0.05,0.1: test sources with that share of characters mistyped"
+    ),
+) -> None:
+    """One multilingual training directory from the Bible: English into many languages or many
+    into English (one side a single language); `ragmt train --data <out> --domain bible`."""
+    from index_builder.prepare.multilingual import MixError, mix_bible
+
+    split = lambda text: [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
+    try:
+        rates = [float(x) for x in split(noise)]
+    except ValueError:
+        _fail(f"--noise takes comma-separated shares such as 0.05,0.1, got {noise!r}")
+    try:
+        mix_bible(bible, out, split(sources), split(targets), nt, test_verses, rates, _log)
+    except MixError as e:
+        _fail(str(e))
+
+
 def _train_data(
     data: Path,
     domain: str,
@@ -201,6 +232,8 @@ def _train_data(
             _fail(f"--source-lang {source_lang}: {data} holds {src_lang}->{tgt_lang} pairs")
         src_lang, tgt_lang = tgt_lang, src_lang
     d = data / domain
+    # a multilingual directory (`ragmt data mix`) says each line's pair
+    line_pairs = {s: d / f"{s}.pairs" for s in ("train", "dev") if (d / f"{s}.pairs").is_file()}
     return TrainData(
         d / f"train.{src_lang}",
         d / f"train.{tgt_lang}",
@@ -212,6 +245,8 @@ def _train_data(
         train_neighbours,
         dev_neighbours,
         pairs,
+        train_pairs=line_pairs.get("train"),
+        dev_pairs=line_pairs.get("dev"),
     )
 
 
@@ -537,6 +572,9 @@ def evaluate_cmd(
     source_lang: str = typer.Option(
         None, help="the source language, for a model of several pairs (default: its first)"
     ),
+    target_lang: str = typer.Option(
+        None, help="the target language, for a model into several (default: its first pair's)"
+    ),
     quantize: str = typer.Option(
         "auto",
         help="ort-int8: ONNX Runtime with int8 weights (CPU; models/ort_decoder.py), ort: the same "
@@ -566,13 +604,17 @@ def evaluate_cmd(
     except ValueError as e:
         _fail(str(e))
     translator_device = next(loaded.model.parameters()).device
-    if source_lang is not None:
-        # a many-to-English model keeps its target; a two-way model (REDER) reads the other side
+    if source_lang is not None or target_lang is not None:
+        # a many-to-English model keeps its target; a two-way model (REDER) reads the other
+        # side; an English-to-many one is given the target
         pairs = translator.card.pairs if translator.card is not None else ()
-        targets = [t for s, t in pairs if s == source_lang]
-        target = translator.target_lang if translator.target_lang in targets else None
+        source = source_lang or translator.source_lang
+        targets = [t for s, t in pairs if s == source]
+        target = target_lang or (
+            translator.target_lang if translator.target_lang in targets else None
+        )
         try:
-            translator = translator.for_pair(source_lang, target or next(iter(targets), "?"))
+            translator = translator.for_pair(source, target or next(iter(targets), "?"))
         except ValueError as e:
             _fail(str(e))
     if store is not None and stores is None:
