@@ -21,9 +21,15 @@ from torch import Tensor, nn
 
 from models.layers import DecoderCache, EncoderLayer, EncoderState, SinusoidalPositions
 from models.registry import Architecture, register
+from models.sparse_transformer import SparseTransformer, SparseTransformerConfig
 from models.tokenizer import ByteTokenizer
 
 __all__ = [
+    "SPARSE_HELD_OUT",
+    "SPARSE_LANGS",
+    "SPARSE_TASKS",
+    "train_toy_sparse",
+    "next_letter",
     "TOY_TASK",
     "ToyAR",
     "ToyARConfig",
@@ -253,3 +259,67 @@ def train_toy_ctc(pairs: list[tuple[str, str]], steps: int = 200, seed: int = 0)
 
     _fit(model, loss_of, len(pairs), steps, lr=0.01)
     return model
+
+
+def next_letter(text: str) -> str:
+    """Each lowercase letter replaced by the next one (z by a): a second toy "language"."""
+    return "".join(chr((ord(c) - 97 + 1) % 26 + 97) if c.islower() else c for c in text)
+
+
+SPARSE_LANGS = ("en", "up", "next")
+SPARSE_TASKS = {"up": str.upper, "next": next_letter}
+SPARSE_HELD_OUT = ["quixotic", "vex", "jumping", "zebra", "mild"]  # never in its training
+
+
+def train_toy_sparse(steps: int = 500, phase1: int = 200, seed: int = 0) -> SparseTransformer:
+    """A byte-level `SparseTransformer` (decoder feed-forward sparsity, 2 of 4 blocks) trained
+    on English -> "up" and English -> "next" words, phase 1 then phase 2 with the paper's loss
+    weights (c_s 0.1, c_d 0.02, c_t 0.1); about 12 s on one thread."""
+    torch.manual_seed(seed)
+    tok = ByteTokenizer()
+    m = SparseTransformer(
+        SparseTransformerConfig(
+            vocab_size=tok.vocab_size, d_model=64, n_heads=4, enc_layers=2, dec_layers=1,
+            d_ff=256, dropout=0.0, max_len=40, languages=SPARSE_LANGS, sparse=("ffn",),
+            sides=("decoder",), ffn_blocks=4, ffn_active=2,
+        )
+    )  # fmt: skip
+    rng = random.Random(3)
+    words = [
+        "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 8)))
+        for _ in range(4000)
+    ]
+    words = [w for w in words if w not in SPARSE_HELD_OUT]
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 50, max(0.02, (steps - s) / (0.6 * steps)))
+    )
+    targets = list(SPARSE_TASKS)
+    decoder_langs = [SPARSE_LANGS.index(t) for t in targets]
+    c = m.config
+    m.train()
+    for step in range(steps):
+        m.set_phase(1 if step < phase1 else 2)
+        rows = words[(step * 64) % len(words) :][:64]
+        tgt_langs = [targets[i % 2] for i in range(len(rows))]
+        src = _padded([tok.encode(w, "en") for w in rows], c.pad_id)
+        tgt = [tok.encode(SPARSE_TASKS[t](w), t) for w, t in zip(rows, tgt_langs, strict=True)]
+        langs = torch.tensor(
+            [[0] * len(rows), [SPARSE_LANGS.index(t) for t in tgt_langs]]
+        )  # (2, B) source and target language of each row
+        logits = m(src, _padded([[c.bos_id, *t] for t in tgt], c.pad_id), langs)
+        loss = F.cross_entropy(
+            logits.transpose(1, 2), _padded([[*t, c.eos_id] for t in tgt], c.pad_id),
+            ignore_index=c.pad_id, label_smoothing=0.1,
+        )  # fmt: skip
+        aux = m.score_losses(decoder_langs=decoder_langs)
+        if step < phase1:
+            loss = loss + 0.1 * aux["sparsity"]
+        else:
+            loss = loss + 0.02 * aux["disparity"] + 0.1 * aux["topk"]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+    m.eval()
+    return m

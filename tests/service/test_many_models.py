@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from models.bundle import load_bundle, model_card, save_bundle
 from service.app import create_app
@@ -15,7 +16,16 @@ from service.settings import Settings
 from tests.service.conftest import make_store, running
 from tests.toy import gloss
 from tests.toy import toy_pairs as lexicon_pairs
-from tests.toy_architectures import TOY_TASK, register_toys, toy_pairs, train_toy_ar, train_toy_ctc
+from tests.toy_architectures import (
+    SPARSE_HELD_OUT,
+    SPARSE_TASKS,
+    TOY_TASK,
+    register_toys,
+    toy_pairs,
+    train_toy_ar,
+    train_toy_ctc,
+    train_toy_sparse,
+)
 
 pytestmark = [pytest.mark.system, pytest.mark.anyio]
 
@@ -154,3 +164,36 @@ async def test_an_operator_chooses_a_pairs_default_model(
                 pass
     with pytest.raises(ValueError, match="is not SOURCE-TARGET=MODEL"):
         Settings(default_models="en=baseline")
+
+
+async def test_one_sparse_model_serves_english_into_each_of_its_languages(tmp_path: Path) -> None:
+    """A one-to-many sparse bundle (SEEDS §2): /info and /languages list both of its pairs,
+    and a request into either target decodes with that language's own sub-network."""
+    model = train_toy_sparse()
+    bundle = tmp_path / "sparse"
+    pairs = [("en", "up"), ("en", "next")]
+    save_bundle(
+        bundle, model, "sparse-transformer", languages={"source": "en", "target": "up"},
+        pairs=pairs, tokenizer="bytes", trained_on={"domains": {"toy-words": 4000}},
+    )  # fmt: skip
+    settings = Settings(model_path=bundle, stores_dir=tmp_path / "stores", beam_size=2)
+    async with running(create_app(settings)) as c:
+        (info,) = (await c.get("/info")).json()["models"]
+        assert info["architecture"] == "sparse-transformer"
+        assert info["pairs"] == info["default_for"] == [list(p) for p in pairs]
+        languages = {x["code"]: x["targets"] for x in (await c.get("/languages")).json()}
+        assert languages == {"en": ["next", "up"], "next": [], "up": []}  # targets listed too
+        served = load_bundle(bundle).model
+        for target, task in SPARSE_TASKS.items():
+            body = {"texts": SPARSE_HELD_OUT, "source_lang": "en", "target_lang": target}
+            resp = await c.post("/v1/translate", json=body)
+            assert resp.status_code == 200, resp.text
+            got = [r["translation"] for r in resp.json()["results"]]
+            assert got == [task(w) for w in SPARSE_HELD_OUT], target
+        # each target's blocks differ: the requests ran two different sub-networks
+        blocks = served.masks("decoder")["ffn"]
+        assert not torch.equal(blocks[1], blocks[2])
+        resp = await c.post(
+            "/v1/translate", json={"texts": ["abc"], "source_lang": "en", "target_lang": "de"}
+        )
+        assert resp.status_code in (400, 422) and "de" in resp.text
