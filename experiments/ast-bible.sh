@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Issue 31's experiment (SEEDS.md §2.3), end to end and resumable (each stage skips what it
+# already made): English into eight languages on the Bible with one model, the FFN-sparse
+# Adaptive Sparse Transformer against the dense model of the same active size and the dense
+# model of the same total size, at an equal number of updates (= epochs: the same batches);
+# every language scored, the selections compared, decoding timed.
+#
+#   bash experiments/ast-bible.sh
+#
+# Systems (models/configs/ast-*-bible8.json): dense (FFN 1024), ffn-sparse (FFN 2048 in 8
+# blocks, 4 active per language and layer; phase 1 for PHASE1 of the updates), dense-wide (FFN
+# 2048: the upper reference), and ffn-sparse-notopk (top-k weight 0: does the budget hold?).
+#
+# Settings (environment): BIBLE the prepared Bible (`ragmt data prepare --bible`); WORK output
+# dir; LANGS the targets; NT=1 trains on New Testament books only (the fast tier); EPOCHS;
+# PHASE1 the share of updates in phase 1; SYSTEMS which systems run; VOCAB the joint
+# SentencePiece vocabulary; TEST_VERSES the test verses scored per language; THREADS torch
+# threads per run; MAX_HOURS a wall-clock cap per run (0: none; a capped run is reported at
+# the updates it reached); STEPS overrides the updates per system (a quick pass). Results: $WORK/results.jsonl (one record per system and language),
+# $WORK/selection.json (each language's blocks), the bundles under $WORK/<system>/bundle.
+set -euo pipefail
+BIBLE=${BIBLE:-data/bible}
+WORK=${WORK:-runs/ast-bible}
+LANGS=${LANGS:-de,fr,es,pt,ru,uk,hi,zh}
+NT=${NT:-1}
+EPOCHS=${EPOCHS:-5}
+PHASE1=${PHASE1:-0.4}
+SYSTEMS=${SYSTEMS:-dense ffn-sparse dense-wide ffn-sparse-notopk}
+VOCAB=${VOCAB:-16000}
+TEST_VERSES=${TEST_VERSES:-300}
+THREADS=${THREADS:-0}
+MAX_HOURS=${MAX_HOURS:-0}
+BEAM=${BEAM:-4}
+STEPS=${STEPS:-}
+CONFIGS=$(dirname "$0")/../models/configs
+DATA=$WORK/data
+RESULTS=$WORK/results.jsonl
+mkdir -p "$WORK/configs"
+
+# 1. The data: English into each language, verse by verse; test sets aligned per language.
+if [ ! -f "$DATA/manifest.json" ]; then
+  nt_flag=(); [ "$NT" = 1 ] && nt_flag=(--nt)
+  ragmt data mix --bible "$BIBLE" --from en --to "$LANGS" --out "$DATA" "${nt_flag[@]}" \
+    --test-verses "$TEST_VERSES"
+fi
+
+# 2. One joint SentencePiece model for every system, from each language's own verses once
+#    (the mixed files hold English eight times).
+if [ ! -f "$WORK/spm.model" ]; then
+  python - "$BIBLE" "$LANGS" "$WORK/spm.model" "$VOCAB" "$NT" <<'PY'
+import sys
+from pathlib import Path
+from models.tokenizer import train_tokenizer
+bible, langs, out, vocab, nt = sys.argv[1:]
+ids = Path(bible, "train.ids").read_text().splitlines()
+keep = [i for i, v in enumerate(ids) if nt != "1" or int(v.split(".")[0]) >= 40]
+tmp = Path(out).parent / "spm-text"
+tmp.mkdir(exist_ok=True)
+corpora = []
+for lang in ["en", *langs.split(",")]:
+    lines = Path(bible, f"train.{lang}").read_text(encoding="utf-8").splitlines()
+    (tmp / lang).write_text("".join(lines[i] + "\n" for i in keep), encoding="utf-8")
+    corpora.append((tmp / lang, lang))
+train_tokenizer(corpora, Path(out), vocab_size=int(vocab))
+PY
+fi
+
+# 3. Each system's config: the same number of updates for all (EPOCHS passes over the same
+#    batches), phase 2 of the sparse ones after PHASE1 of them.
+python - "$WORK" "$CONFIGS" "$EPOCHS" "$PHASE1" "$THREADS" "$MAX_HOURS" "$STEPS" <<'PY'
+import json, sys
+from pathlib import Path
+from models.data import encode_corpus, token_batches
+from models.tokenizer import Tokenizer
+work, configs, epochs, phase1, threads, hours, override = sys.argv[1:]
+work = Path(work)
+d = work / "data" / "bible"
+pairs = tuple(tuple(p) for p in json.loads((work / "data" / "manifest.json").read_text())["pairs"])
+base = json.loads((Path(configs) / "ast-dense-bible8.json").read_text())
+corpus = encode_corpus(Tokenizer(work / "spm.model"), d / "train.en", d / "train.mul", "en",
+                       "mul", base["max_len"], cache_dir=work / "cache",
+                       pair_file=d / "train.pairs", pairs=pairs)
+per_epoch = len(token_batches(corpus, base["max_tokens"], seed=0))
+steps = int(override) if override else int(epochs) * per_epoch
+systems = {"dense": ("ast-dense-bible8.json", {}),
+           "dense-wide": ("ast-dense-wide-bible8.json", {}),
+           "ffn-sparse": ("ast-ffn-bible8.json", {}),
+           "ffn-sparse-notopk": ("ast-ffn-bible8.json", {"topk_weight": 0.0})}
+for name, (file, change) in systems.items():
+    cfg = json.loads((Path(configs) / file).read_text()) | change
+    cfg |= {"max_steps": steps, "max_epochs": 0, "threads": int(threads),
+            "max_hours": float(hours)}
+    if "phase2_after" in cfg:
+        cfg["phase2_after"] = int(float(phase1) * steps)
+    (work / "configs" / f"{name}.json").write_text(json.dumps(cfg, indent=2))
+print(f"{len(corpus)} pairs, {per_epoch} updates an epoch, {steps} updates per system")
+PY
+
+# 4. Train every system (a rerun resumes), then score each language's test verses.
+for system in $SYSTEMS; do
+  run=$WORK/$system
+  mkdir -p "$run"
+  [ -f "$run/spm.model" ] || cp "$WORK/spm.model" "$run/spm.model"
+  if [ ! -f "$run/bundle/manifest.json" ]; then
+    ragmt train --data "$DATA" --domain bible --config "$WORK/configs/$system.json" \
+      --run "$run" --out "$run/bundle" 2>&1 | tee -a "$run/train.log"
+  fi
+  for lang in ${LANGS//,/ }; do
+    [ -f "$run/eval-$lang.done" ] && continue
+    ragmt eval --model "$run/bundle" --data "$DATA" --domains bible --target-lang "$lang" \
+      --beam "$BEAM" --quantize none --system "$system" --results "$RESULTS" \
+      --out "$run/eval-$lang"
+    touch "$run/eval-$lang.done"
+  done
+done
+
+# 5. What each language selected, and how much languages share (related against unrelated).
+python "$(dirname "$0")/ast_selection.py" --work "$WORK" --out "$WORK/selection.json" \
+  --figures "$WORK/figures"

@@ -1,0 +1,129 @@
+"""Which feed-forward blocks each language of a sparse model keeps, and how much languages
+share (issue 31, SEEDS §2.3): for every sparse system of an `experiments/ast-bible.sh` run,
+
+- each target language's selected decoder blocks per layer (hard top-k, what it decodes with);
+- the Jaccard overlap of every two languages' selections, averaged over layers, and the
+  related pairs (es-pt, ru-uk) against unrelated ones (es-zh, ru-zh);
+- the budget at the end: each language's expected active blocks per layer, sum of sigma(mu),
+  against k (the top-k loss's target; without it, does the budget hold?);
+- a heat map of the overlaps as SVG, for the report.
+
+    python -m experiments.ast_selection --work runs/ast-bible --out runs/ast-bible/selection.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from models.bundle import load_bundle
+
+RELATED = (("es", "pt"), ("ru", "uk"))
+UNRELATED = (("es", "zh"), ("ru", "zh"))
+
+
+def jaccard(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Mean over layers of |A and B| / |A or B| of two `(layers, blocks)` 0/1 selections."""
+    inter = (a * b).sum(dim=-1)
+    union = ((a + b) > 0).float().sum(dim=-1).clamp_min(1)
+    return float((inter / union).mean())
+
+
+def selection(bundle: Path) -> dict[str, Any]:
+    """The decoder selections, overlaps and budgets of one sparse bundle."""
+    model = load_bundle(bundle).model.float()
+    c = model.config
+    if "decoder_ffn" not in model.scores:
+        raise ValueError(f"{bundle} has no decoder feed-forward scores")
+    targets = [t for _, t in load_bundle(bundle).manifest["pairs"]]
+    masks = model.masks("decoder")["ffn"]  # (languages, layers, blocks)
+    probs = torch.sigmoid(model.scores["decoder_ffn"].detach())
+    index = {lang: c.languages.index(lang) for lang in targets}
+    overlap = {
+        f"{a}-{b}": round(jaccard(masks[index[a]], masks[index[b]]), 4)
+        for i, a in enumerate(targets)
+        for b in targets[i + 1 :]
+    }
+    pairs = [(a, b) for i, a in enumerate(targets) for b in targets[i + 1 :]]
+
+    def of(group: tuple[tuple[str, str], ...]) -> dict[str, float]:
+        return {f"{a}-{b}": overlap[f"{a}-{b}"] for a, b in group if a in index and b in index}
+
+    return {
+        "bundle": str(bundle),
+        "budget_k": c.ffn_active,
+        "blocks": c.ffn_blocks,
+        "selected": {
+            lang: [m.nonzero().squeeze(1).tolist() for m in masks[i]] for lang, i in index.items()
+        },
+        "expected_active": {
+            lang: [round(float(p), 2) for p in probs[i].sum(dim=-1)] for lang, i in index.items()
+        },
+        "jaccard": overlap,
+        "jaccard_mean": round(sum(overlap.values()) / max(1, len(pairs)), 4),
+        "related": of(RELATED),
+        "unrelated": of(UNRELATED),
+    }
+
+
+def heat_map(result: dict[str, Any], title: str) -> str:
+    """An SVG table of the pairwise overlaps (darker: more shared)."""
+    langs = list(result["selected"])
+    cell, pad = 44, 60
+    size = pad + cell * len(langs)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size + 10}" height="{size + 30}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<text x="4" y="16">{html.escape(title)}</text>',
+    ]
+    for i, a in enumerate(langs):
+        y = 30 + pad + cell * i
+        parts.append(f'<text x="8" y="{y - cell / 2 + 4}">{a}</text>')
+        parts.append(f'<text x="{pad + cell * i + 14}" y="{30 + pad - 8}">{a}</text>')
+        for j, b in enumerate(langs):
+            key = f"{a}-{b}" if f"{a}-{b}" in result["jaccard"] else f"{b}-{a}"
+            value = 1.0 if a == b else result["jaccard"][key]
+            shade = int(255 - 200 * value)
+            parts.append(
+                f'<rect x="{pad + cell * j}" y="{y - cell}" width="{cell}" height="{cell}" '
+                f'fill="rgb({shade},{shade},255)" stroke="white"/>'
+                f'<text x="{pad + cell * j + 8}" y="{y - cell / 2 + 4}">{value:.2f}</text>'
+            )
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--work", type=Path, required=True, help="an ast-bible.sh work directory")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--figures", type=Path, default=None, help="write <system>-overlap.svg here")
+    args = ap.parse_args()
+    found: dict[str, Any] = {}
+    for manifest in sorted(args.work.glob("*/bundle/manifest.json")):
+        system = manifest.parent.parent.name
+        if json.loads(manifest.read_text()).get("architecture") != "sparse-transformer":
+            continue
+        model_cfg = json.loads(manifest.read_text())["config"]
+        if "ffn" not in model_cfg.get("sparse", []):
+            continue
+        found[system] = selection(manifest.parent)
+        r = found[system]
+        print(
+            f"{system}: mean Jaccard {r['jaccard_mean']}; related {r['related']}; "
+            f"unrelated {r['unrelated']}"
+        )
+        if args.figures is not None:
+            args.figures.mkdir(parents=True, exist_ok=True)
+            svg = heat_map(r, f"{system}: shared decoder FFN blocks (Jaccard, mean over layers)")
+            (args.figures / f"{system}-overlap.svg").write_text(svg)
+    args.out.write_text(json.dumps(found, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
