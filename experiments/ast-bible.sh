@@ -117,3 +117,18 @@ done
 # 5. What each language selected, and how much languages share (related against unrelated).
 python "$(dirname "$0")/ast_selection.py" --work "$WORK" --out "$WORK/selection.json" \
   --figures "$WORK/figures"
+
+# 6. Paired bootstrap (1,000 resamples) of each system against the dense model, per language,
+#    on the same test verses (Chinese BLEU on sacreBLEU's zh tokens); recorded once.
+for system in ffn-sparse dense-wide ffn-sparse-notopk; do
+  for lang in ${LANGS//,/ }; do
+    hyp=$WORK/$system/eval-$lang-hyps/bible.test.hyp.$lang
+    base=$WORK/dense/eval-$lang-hyps/bible.test.hyp.$lang
+    [ -f "$hyp" ] && [ -f "$base" ] && [ ! -f "$WORK/$system/bootstrap-$lang.done" ] || continue
+    tok=13a; [ "$lang" = zh ] && tok=zh
+    python "$(dirname "$0")/paired_bootstrap.py" --refs "$DATA/bible/test.$lang" \
+      --baseline "dense=$base" --system "$system=$hyp" --label "$lang:bible" --tokenize "$tok" \
+      --results "$RESULTS"
+    touch "$WORK/$system/bootstrap-$lang.done"
+  done
+done

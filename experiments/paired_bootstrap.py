@@ -39,6 +39,9 @@ def main() -> None:
     ap.add_argument("--system", action="append", required=True, help="NAME=file; repeatable")
     ap.add_argument("--label", required=True, help="what the test set is, e.g. ru:bible")
     ap.add_argument("--results", type=Path)
+    ap.add_argument(
+        "--tokenize", default="13a", help="BLEU's tokenizer: 13a, or zh for Chinese references"
+    )
     args = ap.parse_args()
     git = git_state()
     refs = read_lines(args.refs)
@@ -47,7 +50,8 @@ def main() -> None:
     for name, hyps in systems:
         if len(hyps) != len(refs):
             raise SystemExit(f"{name}: {len(hyps)} hypotheses for {len(refs)} references")
-    test = PairedTest(systems, {"bleu": BLEU(), "chrf": CHRF()}, [refs], test_type="bs")
+    metrics = {"bleu": BLEU(tokenize=args.tokenize), "chrf": CHRF()}
+    test = PairedTest(systems, metrics, [refs], test_type="bs")
     signatures, results = test()
     base = named[0][0]
     for metric in ("bleu", "chrF2"):

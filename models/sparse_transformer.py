@@ -106,16 +106,18 @@ class SparseTransformerConfig(TransformerConfig):
             raise ValueError(f"languages must be codes without '.', got {list(self.languages)}")
         if self.sparse and not self.sides:
             raise ValueError("sparse components need at least one of sides: encoder, decoder")
-        if self.d_ff % self.ffn_blocks:
+        if "ffn" in self.sparse and self.d_ff % self.ffn_blocks:
             raise ValueError(f"d_ff {self.d_ff} does not split into {self.ffn_blocks} blocks")
-        budgets = {
-            "ffn_active": (self.ffn_active, self.ffn_blocks),
-            "heads_active": (self.heads_active, self.n_heads),
-            "enc_layers_active": (self.enc_layers_active, self.enc_layers),
-            "dec_layers_active": (self.dec_layers_active, self.dec_layers),
+        budgets = {  # checked for the kinds that are sparse; the others' are not read
+            "ffn_active": ("ffn", self.ffn_active, self.ffn_blocks),
+            "heads_active": ("heads", self.heads_active, self.n_heads),
+            "enc_layers_active": ("layers", self.enc_layers_active, self.enc_layers),
+            "dec_layers_active": ("layers", self.dec_layers_active, self.dec_layers),
         }
-        for name, (k, n) in budgets.items():
-            if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n):
+        for name, (kind, k, n) in budgets.items():
+            if kind not in self.sparse or k is None:
+                continue
+            if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
                 raise ValueError(f"{name} must be an integer in 1..{n}, got {k!r}")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be positive, got {self.temperature}")

@@ -48,3 +48,24 @@ def test_the_bible_teachers_have_the_baseline_body_and_an_epoch_budget() -> None
     base, teacher = _config("transformer-en-de.json"), _config("transformer-bible-teacher.json")
     assert teacher.arch == base.arch and teacher.model == base.model
     assert teacher.max_epochs > 0 and teacher.warmup < base.warmup
+
+
+def test_the_ast_configs_compare_at_equal_active_and_equal_total_size() -> None:
+    """SEEDS §2.3: the FFN-sparse model keeps 4 of 8 blocks of a 2048-wide feed-forward, as
+    wide as the dense model's (1024); the wide dense model has its total width. One body, one
+    recipe; each language's sub-network is as large as the dense model."""
+    dense, sparse, wide = (_config(f"ast-{n}-bible8.json") for n in ("dense", "ffn", "dense-wide"))
+    body = ("d_model", "n_heads", "enc_layers", "dec_layers", "dropout")
+    recipe = ("max_tokens", "max_len", "lr", "warmup", "max_epochs", "label_smoothing", "seed")
+    for cfg in (sparse, wide):
+        assert {k: cfg.model[k] for k in body} == {k: dense.model[k] for k in body}
+        assert all(getattr(cfg, k) == getattr(dense, k) for k in recipe)
+    shape = {"vocab_size": 512, "max_len": dense.max_len + 2, "languages": ["en", "de", "zh"]}
+    models = {n: build_model(c.arch, {**shape, **c.model}) for n, c in
+              (("dense", dense), ("sparse", sparse), ("wide", wide))}  # fmt: skip
+    m = models["sparse"]
+    assert m.config.ffn_active * m.config.d_ff // m.config.ffn_blocks == dense.model["d_ff"]
+    assert wide.model["d_ff"] == m.config.d_ff
+    for target in ("de", "zh"):
+        assert m.active_parameters("en", target) == models["dense"].active_parameters("en", target)
+    assert (sparse.sparsity_weight, sparse.disparity_weight, sparse.topk_weight) == (0.1, 0.02, 0.1)

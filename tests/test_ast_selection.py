@@ -1,0 +1,54 @@
+"""experiments/ast_selection.py: each language's selected blocks, their overlaps and budgets."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from models.bundle import save_bundle
+from models.sparse_transformer import SparseTransformer, SparseTransformerConfig
+
+pytestmark = pytest.mark.unit
+
+SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "ast_selection.py"
+spec = importlib.util.spec_from_file_location("ast_selection", SCRIPT)
+ast_selection = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ast_selection)  # type: ignore[union-attr]
+
+
+def test_jaccard_of_selections() -> None:
+    a = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0]])
+    b = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 1.0]])
+    assert ast_selection.jaccard(a, a) == 1.0
+    assert ast_selection.jaccard(a, b) == pytest.approx((1.0 + 0.0) / 2)
+
+
+def test_selection_of_a_bundle(tmp_path: Path) -> None:
+    langs = ("en", "es", "pt", "zh")
+    torch.manual_seed(0)
+    model = SparseTransformer(SparseTransformerConfig(
+        vocab_size=300, d_model=16, n_heads=2, enc_layers=1, dec_layers=2, d_ff=32,
+        languages=langs, sparse=("ffn",), sides=("decoder",), ffn_blocks=4, ffn_active=2,
+    ))  # fmt: skip
+    with torch.no_grad():
+        mu = model.scores["decoder_ffn"]
+        mu.copy_(
+            torch.tensor([[0.0, 0, 0, 0], [3, 2, -1, -2], [3, 2, -1, -2], [-2, -1, 2, 3]])[:, None]
+        )
+    pairs = [("en", t) for t in langs[1:]]
+    save_bundle(
+        tmp_path / "b", model, "sparse-transformer", languages={"source": "en", "target": "es"},
+        pairs=pairs, tokenizer="bytes",
+    )  # fmt: skip
+    r = ast_selection.selection(tmp_path / "b")
+    assert r["selected"]["es"] == [[0, 1], [0, 1]] and r["selected"]["zh"] == [[2, 3], [2, 3]]
+    assert r["jaccard"] == {"es-pt": 1.0, "es-zh": 0.0, "pt-zh": 0.0}
+    assert r["related"] == {"es-pt": 1.0} and r["unrelated"] == {"es-zh": 0.0}
+    assert r["expected_active"]["es"][0] == pytest.approx(
+        float(torch.sigmoid(mu[1, 0]).sum()), abs=0.01
+    )
+    svg = ast_selection.heat_map(r, "toy")
+    assert svg.startswith("<svg") and svg.count("<rect") == 9
