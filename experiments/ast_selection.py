@@ -6,9 +6,13 @@ share (issue 31, SEEDS §2.3): for every sparse system of an `experiments/ast-bi
   related pairs (es-pt, ru-uk) against unrelated ones (es-zh, ru-zh);
 - the budget at the end: each language's expected active blocks per layer, sum of sigma(mu),
   against k (the top-k loss's target; without it, does the budget hold?);
-- a heat map of the overlaps as SVG, for the report.
+- a heat map of the overlaps as SVG, for the report;
+- with `--results`, those as records ("ast-selection"), and each system's mean BLEU and chrF
+  over the languages it was scored on ("eval-mean", target "mean"), so the report's tables and
+  averages come from records.
 
-    python -m experiments.ast_selection --work runs/ast-bible --out runs/ast-bible/selection.json
+    python experiments/ast_selection.py --work runs/ast-bible --out runs/ast-bible/selection.json \
+        [--figures DIR] [--results runs/ast-bible/results.jsonl]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 import torch
 
 from models.bundle import load_bundle
+from models.results import FORMAT, append_record, git_state, read_records
 
 RELATED = (("es", "pt"), ("ru", "uk"))
 UNRELATED = (("es", "zh"), ("ru", "zh"))
@@ -98,11 +103,33 @@ def heat_map(result: dict[str, Any], title: str) -> str:
     return "\n".join(parts) + "\n"
 
 
+def means(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per system, the mean BLEU and chrF of its test evaluations, one language each (the
+    last record of a language counts); the languages it averages are listed."""
+    latest: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in records:
+        if r.get("kind") == "eval" and r.get("split") == "test":
+            latest.setdefault(r["system"], {})[r["languages"]["target"]] = r
+    out = []
+    for system, by_lang in latest.items():
+        langs = sorted(by_lang)
+        out.append({
+            "format": FORMAT, "kind": "eval-mean", "system": system, "domain": "bible",
+            "split": "test", "languages": {"source": "en", "target": "mean"},
+            "averaged": langs,
+            "bleu": round(sum(by_lang[x]["bleu"] for x in langs) / len(langs), 2),
+            "chrf": round(sum(by_lang[x]["chrf"] for x in langs) / len(langs), 2),
+            "bundle_sha256": sorted({by_lang[x]["bundle"]["sha256"] for x in langs}),
+        })  # fmt: skip
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, required=True, help="an ast-bible.sh work directory")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--figures", type=Path, default=None, help="write <system>-overlap.svg here")
+    ap.add_argument("--results", type=Path, default=None, help="append the summary records")
     args = ap.parse_args()
     found: dict[str, Any] = {}
     for manifest in sorted(args.work.glob("*/bundle/manifest.json")):
@@ -123,6 +150,21 @@ def main() -> None:
             svg = heat_map(r, f"{system}: shared decoder FFN blocks (Jaccard, mean over layers)")
             (args.figures / f"{system}-overlap.svg").write_text(svg)
     args.out.write_text(json.dumps(found, indent=2) + "\n")
+    if args.results is not None and args.results.exists():
+        git = git_state()
+        for system, r in found.items():
+            expected = [x for per_layer in r["expected_active"].values() for x in per_layer]
+            append_record(args.results, {
+                "format": FORMAT, "kind": "ast-selection", "system": system,
+                "bundle": r["bundle"], "budget_k": r["budget_k"], "blocks": r["blocks"],
+                "jaccard_mean": r["jaccard_mean"], "related": r["related"],
+                "unrelated": r["unrelated"], "jaccard": r["jaccard"],
+                "expected_active_mean": round(sum(expected) / len(expected), 3),
+                "expected_active_max_gap": round(max(abs(x - r["budget_k"]) for x in expected), 3),
+                "git": git,
+            })  # fmt: skip
+        for record in means(read_records(args.results)):
+            append_record(args.results, record | {"git": git})
 
 
 if __name__ == "__main__":

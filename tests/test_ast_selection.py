@@ -52,3 +52,18 @@ def test_selection_of_a_bundle(tmp_path: Path) -> None:
     )
     svg = ast_selection.heat_map(r, "toy")
     assert svg.startswith("<svg") and svg.count("<rect") == 9
+
+
+def test_means_average_each_systems_latest_record_per_language() -> None:
+    def rec(system: str, lang: str, bleu: float) -> dict:
+        return {
+            "kind": "eval", "split": "test", "system": system, "bleu": bleu, "chrf": 2 * bleu,
+            "languages": {"source": "en", "target": lang}, "bundle": {"sha256": system},
+        }  # fmt: skip
+
+    records = [rec("dense", "de", 10), rec("dense", "zh", 20), rec("dense", "de", 12),
+               rec("sparse", "de", 11), {"kind": "paired-bootstrap"}]  # fmt: skip
+    by_system = {r["system"]: r for r in ast_selection.means(records)}
+    assert by_system["dense"]["bleu"] == 16.0 and by_system["dense"]["averaged"] == ["de", "zh"]
+    assert by_system["sparse"]["chrf"] == 22.0
+    assert by_system["dense"]["languages"] == {"source": "en", "target": "mean"}
