@@ -424,6 +424,12 @@ def translate(
         "in float, int8: PyTorch int8 decoder (models/quantize.py), int8-rows (no output depends "
         "on its batch), none (PyTorch float), or auto: ort-int8 on the CPU where the model has it",
     ),
+    source_lang: str = typer.Option(
+        None, help="the source language, for a model of several pairs (default: its first)"
+    ),
+    target_lang: str = typer.Option(
+        None, help="the target language, for a model into several (default: its first pair's)"
+    ),
 ) -> None:
     """Translate sentences, one a line, with the same call the service uses.
 
@@ -450,6 +456,7 @@ def translate(
         translator = Translator.from_loaded(bundle, quantize)
     except ValueError as e:
         _fail(str(e))
+    translator = _pick_pair(translator, source_lang, target_lang)
     retrieve = None
     if domain is not None:
         retriever = _domain_retriever(domain, stores, retrieval_model, bundle)
@@ -484,6 +491,22 @@ def translate(
         output.write_text(result, encoding="utf-8")
     else:
         sys.stdout.write(result)
+
+
+def _pick_pair(translator: Any, source_lang: str | None, target_lang: str | None) -> Any:
+    """The translator for the pair a multilingual model is asked for: a many-to-English model
+    keeps its target, a two-way model (REDER) reads the other side, an English-to-many one is
+    given the target. Neither given: the model's first pair."""
+    if source_lang is None and target_lang is None:
+        return translator
+    pairs = translator.card.pairs if translator.card is not None else ()
+    source = source_lang or translator.source_lang
+    targets = [t for s, t in pairs if s == source]
+    target = target_lang or (translator.target_lang if translator.target_lang in targets else None)
+    try:
+        return translator.for_pair(source, target or next(iter(targets), "?"))
+    except ValueError as e:
+        _fail(str(e))
 
 
 def _options(
@@ -604,19 +627,7 @@ def evaluate_cmd(
     except ValueError as e:
         _fail(str(e))
     translator_device = next(loaded.model.parameters()).device
-    if source_lang is not None or target_lang is not None:
-        # a many-to-English model keeps its target; a two-way model (REDER) reads the other
-        # side; an English-to-many one is given the target
-        pairs = translator.card.pairs if translator.card is not None else ()
-        source = source_lang or translator.source_lang
-        targets = [t for s, t in pairs if s == source]
-        target = target_lang or (
-            translator.target_lang if translator.target_lang in targets else None
-        )
-        try:
-            translator = translator.for_pair(source, target or next(iter(targets), "?"))
-        except ValueError as e:
-            _fail(str(e))
+    translator = _pick_pair(translator, source_lang, target_lang)
     if store is not None and stores is None:
         _fail("--store needs --stores")
     if stores is not None and not translator.uses_memory:

@@ -122,3 +122,16 @@ def test_train_one_to_many_and_serve_each_pair(tmp_path: Path) -> None:
     record = json.loads(results.read_text().splitlines()[0])
     # one-word "sentences": BLEU has no 4-grams to count, chrF scores the letters
     assert record["languages"] == {"source": "en", "target": "next"} and record["chrf"] > 80
+    # ragmt translate picks the pair too
+    words = tmp_path / "words.txt"
+    words.write_text("".join(w + "\n" for w in held_out))
+    result = runner.invoke(app, [
+        "translate", "--model", str(bundle), "-i", str(words), "--target-lang", "next",
+        "--quantize", "none", "--beam", "2",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    got = result.stdout.splitlines()
+    assert sum(g == TASKS["next"](w) for g, w in zip(got, held_out, strict=True)) >= 4, got
+    result = runner.invoke(app, ["translate", "--model", str(bundle), "-i", str(words),
+                                 "--target-lang", "fr"])  # fmt: skip
+    assert result.exit_code == 2 and "not en->fr" in result.output
