@@ -7,9 +7,10 @@
 #   bash experiments/reder-bible.sh
 #
 # Variants: duplex (distilled, with the agreement and cycle losses: the recipe), duplex-noaux
-# (distilled, without them), duplex-raw (the raw verses, with them), and the two simplex
-# models forward / backward (distilled, one direction each, as many updates each). The
-# multitask baseline (one non-reversible CTC encoder with a language tag) is not built yet.
+# (distilled, without them), duplex-raw (the raw verses, with them), the two simplex models
+# forward / backward (distilled, one direction each, as many updates each), and mtl, the
+# multitask baseline (`reder-mtl`: REDER's sublayers in one non-reversible CTC encoder told the
+# target language, distilled, CTC alone).
 #
 # Settings (environment): DATA prepared corpora; WORK output dir; TEACHER and REDER the
 # training configs; STEPS overrides REDER's max_steps (aux_after stays at 60% of it) for a
@@ -21,7 +22,7 @@ WORK=${WORK:-runs/reder-bible}
 TEACHER=${TEACHER:-models/configs/transformer-bible-teacher.json}
 REDER=${REDER:-models/configs/reder-small-en-de.json}
 STEPS=${STEPS:-}
-VARIANTS=${VARIANTS:-duplex duplex-noaux duplex-raw forward backward}
+VARIANTS=${VARIANTS:-duplex duplex-noaux duplex-raw forward backward mtl}
 VOCAB=${VOCAB:-8000}  # each run's joint SentencePiece vocabulary
 RESULTS=$WORK/results.jsonl
 mkdir -p "$WORK/kd" "$WORK/configs" "$WORK/eval"
@@ -74,6 +75,7 @@ for v in $VARIANTS; do
     duplex-raw) train_variant duplex-raw no ;;
     forward) train_variant forward yes 'directions="forward"' ;;
     backward) train_variant backward yes 'directions="backward"' ;;
+    mtl) train_variant mtl yes 'arch="reder-mtl"' fba_weight=0 cc_weight=0 aux_after=0 ;;
     *) echo "unknown variant $v" >&2; exit 2 ;;
   esac
 done

@@ -15,6 +15,7 @@ from typing import Any
 from torch import nn
 
 from models.byte_fusion import ByteFusionConfig, ByteFusionTransformer
+from models.ctc_mtl import CtcMtl, CtcMtlConfig
 from models.reder import Reder, RederConfig
 from models.semiparametric import SemiParametricConfig, SemiParametricModel
 from models.sparse_transformer import SparseTransformer, SparseTransformerConfig
@@ -63,6 +64,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     ),
     "byte-fusion": Architecture(ByteFusionConfig, ByteFusionTransformer),
     "reder": Architecture(RederConfig, Reder, decoding="ctc"),
+    "reder-mtl": Architecture(CtcMtlConfig, CtcMtl, decoding="ctc"),
     "sparse-transformer": Architecture(SparseTransformerConfig, SparseTransformer),
 }
 

@@ -284,12 +284,12 @@ class SparseTransformer(Transformer):
         languages: tuple[str, str] | Tensor | None = None,
     ) -> SparseState:
         """src `(B, S)` and its languages: a (source, target) pair of names for the whole
-        batch, or `(2, B)` indices row by row. None: the first two of `config.languages`."""
+        batch, or `(2, B)` indices row by row. None: the first and the last language of
+        `config.languages`. `source`: this model's encoding of `src`, made earlier."""
         langs = self._languages(languages, src)
         if source is not None:
             base = super().encode(src, source)
         else:
-            base = None
             sub = self._subnetwork_for(langs)
             src_pad = src.eq(self.config.pad_id)
             x = self._embed(src)

@@ -128,6 +128,11 @@ class TrainConfig:
         a = self.aux_after
         if isinstance(a, bool) or not isinstance(a, int) or a < 0:
             raise ValueError(f"aux_after must be an update count >= 0, got {a!r}")
+        if (self.fba_weight or self.cc_weight) and not hasattr(spec.model, "reverse_states"):
+            raise ValueError(
+                f"{self.arch} is not reversible: the agreement and cycle losses (fba_weight, "
+                "cc_weight) need a model that runs backwards (reder)"
+            )
 
     def _check_scored(self) -> None:
         """The score options belong to a model with per-language scores, and are numbers."""
