@@ -1,0 +1,112 @@
+"""Greedy CTC decoding of a REDER bundle against an autoregressive teacher at beam 4, side by
+side in one run on this CPU (issue 29's goal: at least 5x faster at batch 1):
+
+    python -m benchmarks.reder_speed --reder BUNDLE [--teacher BUNDLE] --data data/en-de \
+        [--domain bible] [--threads 1] [--results FILE]
+
+Both translate the same test sources through the pipeline the service uses: one at a time
+(p50/p95 latency) and in batches of 32 (target pieces per second). The teacher decodes with
+beam 4 (float PyTorch and the service's default, ONNX Runtime int8); REDER greedily (one
+non-autoregressive pass, float PyTorch). Without `--reder`, a REDER of `--reder-config`'s size
+with untrained weights stands in: a CTC pass costs the same whatever the weights (its frames
+are twice the source's tokens), so its time is the trained model's, and no BLEU is claimed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks._common import machine, pct, run_fields, write_record
+from models import pipeline
+from models.bundle import load_bundle
+from models.data import read_lines
+from models.registry import build_model
+from models.translator import BASELINE_BUNDLE, DecodeOptions, Translator
+
+CONFIG = Path(__file__).resolve().parent.parent / "models" / "configs" / "reder-small-en-de.json"
+
+
+def measure(translator: Translator, beam: int, latency: list[str], batch: list[str]) -> dict:
+    """p50/p95 of one sentence at a time, and pieces per second at batch 32."""
+    one = DecodeOptions(beam_size=beam, batch_size=1)
+    pipeline.translate(translator, latency[:4], one)  # warm-up
+    times = []
+    for s in latency:
+        start = time.perf_counter()
+        pipeline.translate(translator, [s], one)
+        times.append((time.perf_counter() - start) * 1000)
+    start = time.perf_counter()
+    done = pipeline.translate(translator, batch, DecodeOptions(beam_size=beam, batch_size=32))
+    seconds = time.perf_counter() - start
+    pieces = sum(
+        len(translator.tokenizer.encode(o.text, translator.target_lang)) for o in done.outputs
+    )
+    return {
+        "p50_ms": pct(times, 50),
+        "p95_ms": pct(times, 95),
+        "pieces_per_s": pieces / seconds,
+        "sentences_per_s": len(batch) / seconds,
+    }  # fmt: skip
+
+
+def untrained_reder(teacher: Translator) -> Translator:
+    """A REDER of the reference config's size over the teacher's vocabulary, weights untrained."""
+    cfg = json.loads(CONFIG.read_text())["model"]
+    model = build_model("reder", {"vocab_size": teacher.tokenizer.vocab_size, **cfg})
+    return Translator(model.eval(), teacher.tokenizer, "en", "de", decoding="ctc")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reder", type=Path, default=None, help="a REDER bundle (default: untrained)")
+    ap.add_argument("--teacher", type=Path, default=BASELINE_BUNDLE)
+    ap.add_argument("--data", type=Path, default=Path("data/en-de"))
+    ap.add_argument("--domain", default="bible")
+    ap.add_argument("--latency-sentences", type=int, default=100)
+    ap.add_argument("--throughput-sentences", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--results", type=Path, default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    fields = run_fields("reder-speed")
+    teacher_bundle = load_bundle(args.teacher)
+    systems = {
+        "teacher beam 4, float": (Translator.from_loaded(teacher_bundle, "none"), 4),
+        "teacher beam 4, ort-int8": (Translator.from_loaded(teacher_bundle, "ort-int8"), 4),
+    }
+    if args.reder is not None:
+        reder = Translator.from_bundle(args.reder, quantize="none")
+        systems["REDER greedy"] = (reder.for_pair("en", "de"), 1)
+    else:
+        stand_in = untrained_reder(systems["teacher beam 4, float"][0])
+        systems["REDER greedy (untrained weights)"] = (stand_in, 1)
+    sentences = [s for s in read_lines(args.data / args.domain / "test.en") if s.strip()]
+    latency, batch = sentences[: args.latency_sentences], sentences[: args.throughput_sentences]
+    print(f"machine: {machine()}; {args.threads} thread(s); {args.domain} test, en->de")
+    rows = {name: measure(t, beam, latency, batch) for name, (t, beam) in systems.items()}
+    reder_name = next(n for n in rows if n.startswith("REDER"))
+    print("| system | p50 ms | p95 ms | pieces/s | REDER speed-up (p50) | (pieces/s) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in rows.items():
+        up_p50 = r["p50_ms"] / rows[reder_name]["p50_ms"]
+        up_tps = rows[reder_name]["pieces_per_s"] / r["pieces_per_s"]
+        r |= {"reder_speedup_p50": up_p50, "reder_speedup_pieces": up_tps}
+        print(
+            f"| {name} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['pieces_per_s']:.0f} "
+            f"| {up_p50:.1f}x | {up_tps:.1f}x |"
+        )
+        write_record(
+            args.results, fields, system=name, threads=args.threads, domain=args.domain,
+            latency_sentences=len(latency), throughput_sentences=len(batch),
+            reder_bundle=str(args.reder) if args.reder else None,
+            teacher_bundle=str(args.teacher), **r,
+        )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
