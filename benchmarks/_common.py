@@ -7,6 +7,7 @@ import os
 import platform
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,38 @@ def machine() -> str:
 
 def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
+
+
+def decode_speed(translator: Any, beam: int, latency: list[str], batch: list[str]) -> dict:
+    """A translator's speed through the pipeline the service uses: p50/p95 of `latency` one
+    sentence at a time (and their time per target piece), and `batch` in batches of 32
+    (target pieces and sentences per second); pieces are the translator's tokenizer's."""
+    from models import pipeline
+    from models.translator import DecodeOptions
+
+    def pieces(outputs: list[Any]) -> int:
+        return sum(
+            len(translator.tokenizer.encode(o.text, translator.target_lang)) for o in outputs
+        )
+
+    one = DecodeOptions(beam_size=beam, batch_size=1)
+    pipeline.translate(translator, latency[:2], one)  # warm-up (and any lazy set-up)
+    times, latency_pieces = [], 0
+    for s in latency:
+        start = time.perf_counter()
+        done = pipeline.translate(translator, [s], one)
+        times.append((time.perf_counter() - start) * 1000)
+        latency_pieces += pieces(done.outputs)
+    start = time.perf_counter()
+    done = pipeline.translate(translator, batch, DecodeOptions(beam_size=beam, batch_size=32))
+    seconds = time.perf_counter() - start
+    return {
+        "p50_ms": pct(times, 50),
+        "p95_ms": pct(times, 95),
+        "ms_per_piece_batch1": sum(times) / max(1, latency_pieces),
+        "pieces_per_s": pieces(done.outputs) / seconds,
+        "sentences_per_s": len(batch) / seconds,
+    }
 
 
 def run_fields(kind: str) -> dict[str, Any]:

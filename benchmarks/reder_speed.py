@@ -16,42 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import torch
 
-from benchmarks._common import machine, pct, run_fields, write_record
-from models import pipeline
+from benchmarks._common import decode_speed, machine, run_fields, write_record
 from models.bundle import load_bundle
 from models.data import read_lines
 from models.registry import build_model
-from models.translator import BASELINE_BUNDLE, DecodeOptions, Translator
+from models.translator import BASELINE_BUNDLE, Translator
 
 CONFIG = Path(__file__).resolve().parent.parent / "models" / "configs" / "reder-small-en-de.json"
-
-
-def measure(translator: Translator, beam: int, latency: list[str], batch: list[str]) -> dict:
-    """p50/p95 of one sentence at a time, and pieces per second at batch 32."""
-    one = DecodeOptions(beam_size=beam, batch_size=1)
-    pipeline.translate(translator, latency[:4], one)  # warm-up
-    times = []
-    for s in latency:
-        start = time.perf_counter()
-        pipeline.translate(translator, [s], one)
-        times.append((time.perf_counter() - start) * 1000)
-    start = time.perf_counter()
-    done = pipeline.translate(translator, batch, DecodeOptions(beam_size=beam, batch_size=32))
-    seconds = time.perf_counter() - start
-    pieces = sum(
-        len(translator.tokenizer.encode(o.text, translator.target_lang)) for o in done.outputs
-    )
-    return {
-        "p50_ms": pct(times, 50),
-        "p95_ms": pct(times, 95),
-        "pieces_per_s": pieces / seconds,
-        "sentences_per_s": len(batch) / seconds,
-    }  # fmt: skip
 
 
 def untrained_reder(teacher: Translator) -> Translator:
@@ -88,7 +63,7 @@ def main() -> None:
     sentences = [s for s in read_lines(args.data / args.domain / "test.en") if s.strip()]
     latency, batch = sentences[: args.latency_sentences], sentences[: args.throughput_sentences]
     print(f"machine: {machine()}; {args.threads} thread(s); {args.domain} test, en->de")
-    rows = {name: measure(t, beam, latency, batch) for name, (t, beam) in systems.items()}
+    rows = {name: decode_speed(t, beam, latency, batch) for name, (t, beam) in systems.items()}
     reder_name = next(n for n in rows if n.startswith("REDER"))
     print("| system | p50 ms | p95 ms | pieces/s | REDER speed-up (p50) | (pieces/s) |")
     print("|---|---:|---:|---:|---:|---:|")

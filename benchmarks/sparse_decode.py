@@ -14,42 +14,16 @@ sub-network (`SparseTransformer.subnetwork`): its selected blocks only.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import torch
 
-from benchmarks._common import machine, pct, run_fields, write_record
-from models import pipeline
+from benchmarks._common import decode_speed, machine, run_fields, write_record
 from models.bundle import load_bundle
 from models.data import read_lines
-from models.translator import DecodeOptions, Translator
+from models.translator import Translator
 
 BEAM = 4
-
-
-def measure(translator: Translator, sentences: list[str], latency: int) -> dict[str, float]:
-    """p50 of one sentence at a time over the first `latency`, and batch-32 throughput."""
-    one = DecodeOptions(beam_size=BEAM, batch_size=1)
-    pieces = lambda outputs: sum(  # noqa: E731
-        len(translator.tokenizer.encode(o.text, translator.target_lang)) for o in outputs
-    )
-    pipeline.translate(translator, sentences[:2], one)  # warm-up (and the sub-network's cut)
-    times, latency_pieces = [], 0
-    for s in sentences[:latency]:
-        start = time.perf_counter()
-        done = pipeline.translate(translator, [s], one)
-        times.append((time.perf_counter() - start) * 1000)
-        latency_pieces += pieces(done.outputs)
-    start = time.perf_counter()
-    done = pipeline.translate(translator, sentences, DecodeOptions(beam_size=BEAM, batch_size=32))
-    seconds = time.perf_counter() - start
-    return {
-        "p50_ms": pct(times, 50),
-        "ms_per_piece_batch1": sum(times) / max(1, latency_pieces),
-        "sentences_per_s": len(sentences) / seconds,
-        "pieces_per_s": pieces(done.outputs) / seconds,
-    }
 
 
 def main() -> None:
@@ -77,7 +51,9 @@ def main() -> None:
         lines = [x for x in read_lines(args.data / "bible" / f"test.{source}") if x.strip()]
         sentences = lines[: args.throughput_sentences]
         rows = {
-            name: measure(t.for_pair(source, lang), sentences, args.latency_sentences)
+            name: decode_speed(
+                t.for_pair(source, lang), BEAM, sentences[: args.latency_sentences], sentences
+            )
             for name, t in translators.items()
         }
         s, d = rows["sparse"], rows["dense"]

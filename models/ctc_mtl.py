@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from models import ctc
 from models.layers import make_positions
-from models.reder import _SEED_RANGE, RederConfig, ReversibleLayer, SeededDropout
+from models.reder import RederConfig, ReversibleLayer, SeededDropout, TwoWay
 
 __all__ = ["CtcMtl", "CtcMtlConfig", "ResidualLayer"]
 
@@ -45,7 +45,7 @@ class ResidualLayer(ReversibleLayer):
         raise TypeError("a residual layer has no reverse form")
 
 
-class CtcMtl(nn.Module):
+class CtcMtl(TwoWay, nn.Module):
     """One CTC encoder for every direction between `config.languages`, told the target."""
 
     directional = True  # `ctc_log_probs` takes the pair: decoding passes the one requested
@@ -75,26 +75,6 @@ class CtcMtl(nn.Module):
             nn.init.normal_(table.weight, mean=0.0, std=self.config.d_model**-0.5)
         with torch.no_grad():
             self.embed.weight[self.config.pad_id].zero_()
-
-    def direction(self, source_lang: str | None, target_lang: str | None) -> tuple[str, str]:
-        """(source, target) with the defaults filled in, as REDER's."""
-        langs = self.config.languages
-        source = langs[0] if source_lang is None else source_lang
-        target = next(x for x in langs if x != source) if target_lang is None else target_lang
-        for lang in (source, target):
-            if lang not in langs:
-                raise ValueError(f"unknown language {lang!r}; this model has {list(langs)}")
-        if source == target:
-            raise ValueError(f"source and target language are both {source!r}")
-        return source, target
-
-    def _seed(self, seed: int | None) -> int | None:
-        if not self.training or self.config.dropout == 0.0:
-            return None
-        if seed is None:
-            seed = int(torch.randint(0, _SEED_RANGE, ()).item())
-        self.last_seed = seed
-        return seed
 
     def forward_states(
         self,

@@ -45,7 +45,15 @@ from torch import Tensor, nn
 from models import ctc
 from models.layers import POSITIONS, StrictConfig, make_positions
 
-__all__ = ["INNER_ORDERS", "ActNorm", "RederConfig", "Reder", "ReversibleLayer", "SeededDropout"]
+__all__ = [
+    "INNER_ORDERS",
+    "ActNorm",
+    "RederConfig",
+    "Reder",
+    "ReversibleLayer",
+    "SeededDropout",
+    "TwoWay",
+]
 
 INNER_ORDERS = ("sf", "fs")  # "sf": source end regular first (code); "fs": reverse first (paper)
 _SEED_RANGE = 2**62
@@ -282,7 +290,37 @@ class ReversibleLayer(nn.Module):
 # --------------------------------------------------------------------------- model
 
 
-class Reder(nn.Module):
+class TwoWay:
+    """What every model that translates both ways between `config.languages` with seeded
+    dropout shares (REDER, its multitask baseline): naming a direction, a pass's seed."""
+
+    config: RederConfig
+    training: bool
+    last_seed: int | None
+
+    def direction(self, source_lang: str | None, target_lang: str | None) -> tuple[str, str]:
+        """(source, target) with the defaults filled in; ValueError for unknown or equal ones."""
+        langs = self.config.languages
+        source = langs[0] if source_lang is None else source_lang
+        target = next(x for x in langs if x != source) if target_lang is None else target_lang
+        for lang in (source, target):
+            if lang not in langs:
+                raise ValueError(f"unknown language {lang!r}; this model has {list(langs)}")
+        if source == target:
+            raise ValueError(f"source and target language are both {source!r}")
+        return source, target
+
+    def _seed(self, seed: int | None) -> int | None:
+        """The dropout seed of a pass: None without dropout; drawn (and kept) when not given."""
+        if not self.training or self.config.dropout == 0.0:
+            return None
+        if seed is None:
+            seed = int(torch.randint(0, _SEED_RANGE, ()).item())
+        self.last_seed = seed
+        return seed
+
+
+class Reder(TwoWay, nn.Module):
     """The duplex model: one language end per language, a shared embedding and ActNorm.
 
     Directions are named by languages; None means `languages[0]` for the source and, for the
@@ -324,18 +362,6 @@ class Reder(nn.Module):
 
     # ----------------------------------------------------------------- pieces
 
-    def direction(self, source_lang: str | None, target_lang: str | None) -> tuple[str, str]:
-        """(source, target) with the defaults filled in; ValueError for unknown or equal ones."""
-        langs = self.config.languages
-        source = langs[0] if source_lang is None else source_lang
-        target = next(x for x in langs if x != source) if target_lang is None else target_lang
-        for lang in (source, target):
-            if lang not in langs:
-                raise ValueError(f"unknown language {lang!r}; this model has {list(langs)}")
-        if source == target:
-            raise ValueError(f"source and target language are both {source!r}")
-        return source, target
-
     def frames(self, tokens: Tensor, *, upsample: bool = True) -> tuple[Tensor, Tensor]:
         """tokens `(B, S)` right-padded -> (frame ids `(B, T)`, padding `(B, T)` True at pad),
         T = upsample·S, or T = S with `upsample` False (input that is frames already)."""
@@ -357,15 +383,6 @@ class Reder(nn.Module):
         h1, h2 = self.actnorm.reverse(h).chunk(2, dim=-1)
         logits = F.linear((h1 + h2) / 2, self.embed.weight)
         return torch.log_softmax(logits.float(), dim=-1)
-
-    def _seed(self, seed: int | None) -> int | None:
-        """The dropout seed of a pass: None without dropout; drawn (and kept) when not given."""
-        if not self.training or self.config.dropout == 0.0:
-            return None
-        if seed is None:
-            seed = int(torch.randint(0, _SEED_RANGE, ()).item())
-        self.last_seed = seed
-        return seed
 
     def _plan(self, source_lang: str, target_lang: str) -> list[tuple[ReversibleLayer, bool]]:
         """(layer, regular form?) in execution order for source→target: a palindrome."""
