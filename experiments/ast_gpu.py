@@ -1,0 +1,176 @@
+"""Issue 31's experiment on a lent GPU, in one call: train every system of an
+`experiments/ast-bible.sh` work directory there, score each language, and bring back what the
+report needs within the device's limits (64 MiB, 16 MiB a file). The device image has torch,
+sentencepiece, safetensors, sacrebleu and numpy, not this project's CLI or its other
+dependencies, so this drives `models` directly; `sacremoses` and its dependencies travel as
+wheels.
+
+Prepared here (`bash experiments/ast-gpu-prepare.sh`: the data, tokenizer and configs of
+ast-bible.sh packed into runs/gpu-ast/work.tar.xz, the wheels into runs/gpu-ast/wheels), then,
+with the `device` tool (carry runs/gpu-ast):
+
+    pip install -q --no-index --find-links runs/gpu-ast/wheels sacremoses \
+      && tar xJf runs/gpu-ast/work.tar.xz -C /tmp \
+      && python experiments/ast_gpu.py --work /tmp/ast-work --out $OUT
+
+At most 8 files come back, so $OUT gets small.tar.gz (results.jsonl: one eval record per system
+and language; each system's hypotheses; selection.json; the CUDA check of the served bundle;
+the log; the FFN-sparse bundle but its weights) and those weights (fp16) in parts of 15 MiB
+(`cat model.safetensors.part-* > bundle-ffn-sparse/model.safetensors` here; the manifest's
+checksum verifies the join). Tested on the CPU at a few updates (`--device cpu`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import tarfile
+import time
+from pathlib import Path
+
+import torch
+
+from models import pipeline
+from models.bundle import load_bundle
+from models.evaluate import evaluate
+from models.results import eval_records, git_state
+from models.tokenizer import Tokenizer
+from models.train import TrainConfig, TrainData, finalize, train
+from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
+
+PART = 15 * 2**20  # bytes a returned file part holds (the device returns files of 16 MiB)
+
+
+def _selection_module():  # experiments/ is not a package
+    path = Path(__file__).resolve().parent / "ast_selection.py"
+    spec = importlib.util.spec_from_file_location("ast_selection", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def _data(work: Path) -> TrainData:
+    manifest = json.loads((work / "data" / "manifest.json").read_text())
+    d = work / "data" / "bible"
+    src, tgt = manifest["languages"]["source"], manifest["languages"]["target"]
+    return TrainData(
+        d / f"train.{src}", d / f"train.{tgt}", d / f"dev.{src}", d / f"dev.{tgt}", src, tgt,
+        pairs=tuple(tuple(p) for p in manifest["pairs"]),
+        train_pairs=d / "train.pairs", dev_pairs=d / "dev.pairs",
+    )  # fmt: skip
+
+
+def cuda_check(out: Path, sentences: list[str], log) -> dict:
+    """The served bundle decoding on this device against the CPU: the same sentences, greedy
+    and beam 4, and whether the outputs agree (half precision on CUDA may change a few)."""
+    found: dict = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    if not torch.cuda.is_available():
+        return found
+    cpu = Translator.from_bundle(DEFAULT_BUNDLE, quantize="none")
+    gpu = Translator.from_bundle(DEFAULT_BUNDLE, device="cuda")
+    for beam in (1, 4):
+        options = DecodeOptions(beam_size=beam, batch_size=32)
+        outs = {}
+        for name, t in (("cpu", cpu), ("cuda", gpu)):
+            start = time.perf_counter()
+            outs[name] = [o.text for o in pipeline.translate(t, sentences, options).outputs]
+            found[f"beam{beam}_{name}_seconds"] = round(time.perf_counter() - start, 3)
+        same = sum(a == b for a, b in zip(outs["cpu"], outs["cuda"], strict=True))
+        found[f"beam{beam}_same"] = f"{same}/{len(sentences)}"
+        (out / f"cuda-check-beam{beam}.txt").write_text("".join(x + "\n" for x in outs["cuda"]))
+    log(f"CUDA check: {found}")
+    return found
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, required=True, help="an unpacked ast-bible work dir")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--systems", default="dense,ffn-sparse,dense-wide,ffn-sparse-notopk")
+    ap.add_argument("--device", default="cuda", help="cuda, or cpu for a test here")
+    ap.add_argument("--steps", type=int, default=None, help="override every system's updates")
+    ap.add_argument("--beam", type=int, default=4)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    small = args.work / "return"  # what comes back, packed into one archive at the end
+    small.mkdir(exist_ok=True)
+    log_file = (small / "log.txt").open("a")
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+        log_file.write(msg + "\n")
+        log_file.flush()
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device here: use --device cpu for a test run")
+    data = _data(args.work)
+    tokenizer = Tokenizer(args.work / "spm.model")
+    results = small / "results.jsonl"
+    git = git_state()
+    for system in args.systems.split(","):
+        cfg_dict = json.loads((args.work / "configs" / f"{system}.json").read_text())
+        if args.steps is not None:
+            cfg_dict["max_steps"] = args.steps
+            if "phase2_after" in cfg_dict:
+                cfg_dict["phase2_after"] = int(0.4 * args.steps)
+        cfg = TrainConfig.from_dict(cfg_dict | {"threads": 0, "max_hours": 0.0})
+        run = args.work / system
+        run.mkdir(exist_ok=True)
+        shutil.copyfile(args.work / "spm.model", run / "spm.model")
+        if (args.work / "cache").is_dir() and not (run / "cache").exists():
+            (run / "cache").symlink_to(args.work / "cache")  # encoded here: no tokenising there
+        started = time.time()
+        state = train(run, data, cfg, tokenizer, log=log)
+        seconds = round(time.time() - started, 1)
+        bundle = run / "bundle"
+        finalize(run, bundle, data, tokenizer, cfg.average_last, log=log)
+        log(f"{system}: {state['step']} updates in {seconds} s on {args.device}")
+        loaded = load_bundle(bundle, device=args.device)
+        translator = Translator.from_loaded(loaded, "none")
+        weights = loaded.manifest["files"]["model.safetensors"]
+        for source, target in data.pairs:
+            scored = evaluate(
+                translator.for_pair(source, target), args.work / "data", ["bible"],
+                DecodeOptions(beam_size=args.beam, batch_size=64),
+                hyp_dir=small / "hyps" / system, log=log,
+            )  # fmt: skip
+            for record in eval_records(
+                scored, system=system, split="test",
+                bundle={"path": str(bundle), "sha256": weights,
+                        "architecture": "sparse-transformer"},
+                decoding={"beam": args.beam, "quantize": "none", "device": args.device,
+                          "train_seconds": seconds, "updates": state["step"]},
+                store_dirs={}, store_label=None, data_dir=args.work / "data",
+                languages=(source, target), git=git,
+            ):  # fmt: skip
+                with results.open("a") as f:
+                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    selection = _selection_module()
+    found = {
+        s: selection.selection(args.work / s / "bundle")
+        for s in args.systems.split(",")
+        if "sparse" in s
+    }
+    (small / "selection.json").write_text(json.dumps(found, indent=2) + "\n")
+    sentences = (args.work / "general-test.en").read_text().splitlines()
+    (small / "cuda-check.json").write_text(json.dumps(cuda_check(small, sentences, log)))
+    sparse = args.work / "ffn-sparse" / "bundle"
+    if sparse.is_dir():  # the bundle to serve, its weights in parts under the device's limit
+        keep = small / "bundle-ffn-sparse"
+        keep.mkdir(exist_ok=True)
+        for f in sparse.iterdir():
+            if f.name != "model.safetensors":
+                shutil.copyfile(f, keep / f.name)
+        with (sparse / "model.safetensors").open("rb") as f:
+            for i, chunk in enumerate(iter(lambda: f.read(PART), b"")):
+                (args.out / f"model.safetensors.part-{i:02d}").write_bytes(chunk)
+    # at most 8 files come back: everything but the weights in one archive
+    log_file.close()
+    with tarfile.open(args.out / "small.tar.gz", "w:gz") as tar:
+        tar.add(small, arcname="ast-gpu")
+
+
+if __name__ == "__main__":
+    main()
