@@ -151,20 +151,33 @@ def main() -> None:
             (args.figures / f"{system}-overlap.svg").write_text(svg)
     args.out.write_text(json.dumps(found, indent=2) + "\n")
     if args.results is not None and args.results.exists():
-        git = git_state()
-        for system, r in found.items():
-            expected = [x for per_layer in r["expected_active"].values() for x in per_layer]
-            append_record(args.results, {
-                "format": FORMAT, "kind": "ast-selection", "system": system,
-                "bundle": r["bundle"], "budget_k": r["budget_k"], "blocks": r["blocks"],
-                "jaccard_mean": r["jaccard_mean"], "related": r["related"],
-                "unrelated": r["unrelated"], "jaccard": r["jaccard"],
-                "expected_active_mean": round(sum(expected) / len(expected), 3),
-                "expected_active_max_gap": round(max(abs(x - r["budget_k"]) for x in expected), 3),
-                "git": git,
-            })  # fmt: skip
-        for record in means(read_records(args.results)):
-            append_record(args.results, record | {"git": git})
+        add_summaries(args.results, found)
+
+
+def add_summaries(path: Path, found: dict[str, Any]) -> None:
+    """Append the selection and mean records to the results file `path`, each only once: a
+    record equal to one already there but for its git state is not written again, so the
+    experiment may run this after every system."""
+    have = [{k: v for k, v in r.items() if k != "git"} for r in read_records(path)]
+    git = git_state()
+
+    def add(record: dict[str, Any]) -> None:
+        if record not in have:
+            append_record(path, record | {"git": git})
+            have.append(record)
+
+    for system, r in found.items():
+        expected = [x for per_layer in r["expected_active"].values() for x in per_layer]
+        add({
+            "format": FORMAT, "kind": "ast-selection", "system": system,
+            "bundle": r["bundle"], "budget_k": r["budget_k"], "blocks": r["blocks"],
+            "jaccard_mean": r["jaccard_mean"], "related": r["related"],
+            "unrelated": r["unrelated"], "jaccard": r["jaccard"],
+            "expected_active_mean": round(sum(expected) / len(expected), 3),
+            "expected_active_max_gap": round(max(abs(x - r["budget_k"]) for x in expected), 3),
+        })  # fmt: skip
+    for record in means(read_records(path)):
+        add(record)
 
 
 if __name__ == "__main__":

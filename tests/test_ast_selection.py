@@ -67,3 +67,22 @@ def test_means_average_each_systems_latest_record_per_language() -> None:
     assert by_system["dense"]["bleu"] == 16.0 and by_system["dense"]["averaged"] == ["de", "zh"]
     assert by_system["sparse"]["chrf"] == 22.0
     assert by_system["dense"]["languages"] == {"source": "en", "target": "mean"}
+
+
+def test_summaries_are_written_once(tmp_path: Path) -> None:
+    from models.results import FORMAT, append_record, read_records
+
+    results = tmp_path / "results.jsonl"
+    record = {"format": FORMAT, "kind": "eval", "split": "test", "system": "dense", "bleu": 3.0,
+              "chrf": 9.0, "languages": {"source": "en", "target": "de"},
+              "bundle": {"sha256": "x"}}  # fmt: skip
+    append_record(results, record)
+    found = {"ffn-sparse": {"bundle": "b", "budget_k": 2, "blocks": 4, "jaccard_mean": 0.5,
+                            "related": {}, "unrelated": {}, "jaccard": {},
+                            "expected_active": {"de": [2.0, 2.5]}}}  # fmt: skip
+    ast_selection.add_summaries(results, found)
+    ast_selection.add_summaries(results, found)  # again: nothing new
+    kinds = [r["kind"] for r in read_records(results)]
+    assert kinds == ["eval", "ast-selection", "eval-mean"]
+    selection = read_records(results)[1]
+    assert selection["expected_active_mean"] == 2.25 and selection["expected_active_max_gap"] == 0.5
