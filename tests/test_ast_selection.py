@@ -48,7 +48,7 @@ def test_selection_of_a_bundle(tmp_path: Path) -> None:
     assert r["jaccard"] == {"es-pt": 1.0, "es-zh": 0.0, "pt-zh": 0.0}
     assert r["related"] == {"es-pt": 1.0} and r["unrelated"] == {"es-zh": 0.0}
     assert r["expected_active"]["es"][0] == pytest.approx(
-        float(torch.sigmoid(mu[1, 0]).sum()), abs=0.01
+        float(torch.sigmoid(mu[1, 0].detach()).sum()), abs=0.01
     )
     svg = ast_selection.heat_map(r, "toy")
     assert svg.startswith("<svg") and svg.count("<rect") == 9
