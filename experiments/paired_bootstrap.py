@@ -54,7 +54,7 @@ def main() -> None:
     test = PairedTest(systems, metrics, [refs], test_type="bs")
     signatures, results = test()
     base = named[0][0]
-    for metric in ("bleu", "chrF2"):
+    for metric in ("BLEU", "chrF2"):  # the names sacreBLEU gives its results
         key = "chrf" if metric == "chrF2" else "bleu"
         scores = results[metric]
         for (name, path), r in zip(named[1:], scores[1:], strict=True):
