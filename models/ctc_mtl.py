@@ -99,17 +99,3 @@ class CtcMtl(TwoWay, nn.Module):
         """Final state `(B, T, D)` -> log-probs `(B, T, n_labels)` in fp32 (tied output)."""
         logits = nn.functional.linear(self.norm(h), self.embed.weight)
         return torch.log_softmax(logits.float(), dim=-1)
-
-    def ctc_log_probs(
-        self, src: Tensor, source_lang: str | None = None, target_lang: str | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """src `(B, S)` -> (log-probs `(B, T, n_labels)`, valid frames `(B,)`), as REDER's."""
-        states = self.forward_states(src, source_lang, target_lang)
-        lengths = src.ne(self.config.pad_id).sum(dim=1) * self.config.upsample
-        return self.project(states[-1]), lengths
-
-    def forward(
-        self, src: Tensor, source_lang: str | None = None, target_lang: str | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """Same as `ctc_log_probs`."""
-        return self.ctc_log_probs(src, source_lang, target_lang)

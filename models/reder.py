@@ -292,7 +292,8 @@ class ReversibleLayer(nn.Module):
 
 class TwoWay:
     """What every model that translates both ways between `config.languages` with seeded
-    dropout shares (REDER, its multitask baseline): naming a direction, a pass's seed."""
+    dropout shares (REDER, its multitask baseline): naming a direction, a pass's seed, and
+    CTC log-probs from its `forward_states` and `project`."""
 
     config: RederConfig
     training: bool
@@ -318,6 +319,22 @@ class TwoWay:
             seed = int(torch.randint(0, _SEED_RANGE, ()).item())
         self.last_seed = seed
         return seed
+
+    def ctc_log_probs(
+        self, src: Tensor, source_lang: str | None = None, target_lang: str | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """src `(B, S)` right-padded ids -> (log-probs `(B, T, n_labels)`, valid frames `(B,)`),
+        T = upsample·S; the frames of a row are upsample x its token count (the model's
+        `forward_states` and `project`)."""
+        states = self.forward_states(src, source_lang, target_lang)  # type: ignore[attr-defined]
+        lengths = src.ne(self.config.pad_id).sum(dim=1) * self.config.upsample
+        return self.project(states[-1]), lengths  # type: ignore[attr-defined]
+
+    def forward(
+        self, src: Tensor, source_lang: str | None = None, target_lang: str | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Same as `ctc_log_probs`."""
+        return self.ctc_log_probs(src, source_lang, target_lang)
 
 
 class Reder(TwoWay, nn.Module):
@@ -469,18 +486,3 @@ class Reder(TwoWay, nn.Module):
         seed = self._seed(seed)
         h = self.embed_frames(ids, pad, seed=seed)
         return self.transform(h, pad, target, source, seed=seed)[::-1]
-
-    def ctc_log_probs(
-        self, src: Tensor, source_lang: str | None = None, target_lang: str | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """src `(B, S)` right-padded ids -> (log-probs `(B, T, n_labels)`, valid frames `(B,)`),
-        T = upsample·S; the frames of a row are upsample x its token count."""
-        states = self.forward_states(src, source_lang, target_lang)
-        lengths = src.ne(self.config.pad_id).sum(dim=1) * self.config.upsample
-        return self.project(states[-1]), lengths
-
-    def forward(
-        self, src: Tensor, source_lang: str | None = None, target_lang: str | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """Same as `ctc_log_probs`."""
-        return self.ctc_log_probs(src, source_lang, target_lang)
