@@ -82,7 +82,9 @@ def encode_corpus(
     if cache_dir is not None:
         files = (src_file, tgt_file) + ((pair_file,) if pair_file is not None else ())
         parts = [sha256_file(p)[:16] for p in files] + [tokenizer_id(tok)[:16]]
-        key = Path(cache_dir) / f"enc2-{'-'.join(parts)}-{max_len}"
+        # "enc3": Chinese and Japanese keep their full-width punctuation since this version;
+        # an older cache of the same files encoded them otherwise
+        key = Path(cache_dir) / f"enc3-{'-'.join(parts)}-{max_len}"
         if (key / "done").is_file():
             return EncodedCorpus(*[np.load(key / f"{n}.npy") for n in names])
     src_lines, tgt_lines = read_lines(src_file), read_lines(tgt_file)

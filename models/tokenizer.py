@@ -27,6 +27,19 @@ TOKENIZER_KINDS = ("sentencepiece", "bytes")
 _THREADED_BATCH = 1024  # from this many texts on, SentencePiece's threaded list call pays
 
 
+# Languages whose full-width punctuation is their own: Moses' pre-replacement would turn
+# "，" and "。" into ASCII in training targets, which their references never use.
+FULL_WIDTH_PUNCTUATION = frozenset({"zh", "ja"})
+
+
+def punctuation_normalizer(lang: str) -> MosesPunctNormalizer:
+    """Moses punctuation normalisation for `lang`: unicode punctuation replaced by ASCII
+    first, except in the languages of `FULL_WIDTH_PUNCTUATION`."""
+    return MosesPunctNormalizer(
+        lang=lang, pre_replace_unicode_punct=lang not in FULL_WIDTH_PUNCTUATION
+    )
+
+
 class Tokenizer:
     """Text <-> ids. `encode(decode(ids))` is stable; `decode(encode(t)) == normalize(t)`."""
 
@@ -49,9 +62,7 @@ class Tokenizer:
     def normalize(self, text: str, lang: str) -> str:
         norm = self._normalizers.get(lang)
         if norm is None:
-            norm = self._normalizers[lang] = MosesPunctNormalizer(
-                lang=lang, pre_replace_unicode_punct=True
-            )
+            norm = self._normalizers[lang] = punctuation_normalizer(lang)
         return " ".join(norm.normalize(text).split())
 
     def encode(self, text: str, lang: str) -> list[int]:
@@ -206,9 +217,7 @@ def train_tokenizer(
     Byte fallback keeps rare characters (other scripts, symbols) representable instead of
     collapsing them to <unk>, so decoding never loses them.
     """
-    normalizers = {
-        lang: MosesPunctNormalizer(lang=lang, pre_replace_unicode_punct=True) for _, lang in corpora
-    }
+    normalizers = {lang: punctuation_normalizer(lang) for _, lang in corpora}
     lines: list[str] = []
     for path, lang in corpora:
         for line in Path(path).read_text(encoding="utf-8").splitlines():

@@ -30,6 +30,14 @@ def test_normalisation_is_moses_punct(toy_tokenizer: Tokenizer) -> None:
     assert toy_tokenizer.normalize("a\u00a0 b", "en") == "a b"
 
 
+def test_chinese_and_japanese_keep_their_full_width_punctuation(toy_tokenizer: Tokenizer) -> None:
+    """Their references use "，" and "。": Moses' ASCII replacement would teach a model to
+    write "," instead; other languages still get it ("„" becomes '"')."""
+    assert toy_tokenizer.normalize("起初， 神创造天地。", "zh") == "起初， 神创造天地。"
+    assert toy_tokenizer.normalize("はじめに、神は天と地を創造した。", "ja").endswith("。")
+    assert toy_tokenizer.normalize("„Hallo“, sagte er…", "de") == '"Hallo", sagte er...'
+
+
 def test_decode_drops_specials(toy_tokenizer: Tokenizer) -> None:
     ids = toy_tokenizer.encode("one two", "en")
     assert toy_tokenizer.decode([BOS_ID, *ids, EOS_ID, PAD_ID]) == "one two"
