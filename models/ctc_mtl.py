@@ -48,8 +48,6 @@ class ResidualLayer(ReversibleLayer):
 class CtcMtl(TwoWay, nn.Module):
     """One CTC encoder for every direction between `config.languages`, told the target."""
 
-    directional = True  # `ctc_log_probs` takes the pair: decoding passes the one requested
-
     def __init__(self, config: CtcMtlConfig) -> None:
         super().__init__()
         self.config = c = config

@@ -295,6 +295,7 @@ class TwoWay:
     dropout shares (REDER, its multitask baseline): naming a direction, a pass's seed, and
     CTC log-probs from its `forward_states` and `project`."""
 
+    directional = True  # `ctc_log_probs` takes the pair: decoding passes the one requested
     config: RederConfig
     training: bool
     last_seed: int | None
@@ -343,8 +344,6 @@ class Reder(TwoWay, nn.Module):
     Directions are named by languages; None means `languages[0]` for the source and, for the
     target, the first other language. States are `(B, T, 2D)` over T = frames (upsampled).
     """
-
-    directional = True  # `ctc_log_probs` takes the pair: decoding passes the one requested
 
     def __init__(self, config: RederConfig) -> None:
         super().__init__()

@@ -165,6 +165,9 @@ class SparseState(EncoderState):
 
     source_lang: Tensor  # (B,) long
     target_lang: Tensor  # (B,) long
+    # the batch's one (source, target) pair, read once when encoding (every decoding step
+    # picks its sub-network by it); None when its rows mix pairs (the masked model runs)
+    pair: tuple[int, int] | None = None
 
 
 Scores = dict[str, Tensor]  # kind -> per-row scores: heads (B, L, H), ffn (B, L, K), layers (B, L)
@@ -287,10 +290,13 @@ class SparseTransformer(Transformer):
         batch, or `(2, B)` indices row by row. None: the first and the last language of
         `config.languages`. `source`: this model's encoding of `src`, made earlier."""
         langs = self._languages(languages, src)
+        pair = None
+        if langs.numel() and bool((langs == langs[:, :1]).all()):
+            pair = (int(langs[0, 0]), int(langs[1, 0]))
         if source is not None:
             base = super().encode(src, source)
         else:
-            sub = self._subnetwork_for(langs)
+            sub = self._subnetwork_for(pair)
             src_pad = src.eq(self.config.pad_id)
             x = self._embed(src)
             if sub is not None:
@@ -301,7 +307,7 @@ class SparseTransformer(Transformer):
                 for i, layer in enumerate(self.encoder_layers):
                     x = _encoder_layer(layer, x, src_pad, _layer_scores(s, i))
             base = EncoderState(memory=self.encoder_norm(x), src_pad=src_pad)
-        return SparseState(base.memory, base.src_pad, langs[0], langs[1])
+        return SparseState(base.memory, base.src_pad, langs[0], langs[1], pair)
 
     def _languages(self, languages: tuple[str, str] | Tensor | None, src: Tensor) -> Tensor:
         if languages is None:
@@ -316,7 +322,7 @@ class SparseTransformer(Transformer):
         """Teacher-forced: tgt_in `(B, T)` (BOS + target) -> logits `(B, T, V)`."""
         st = _sparse(state)
         x = self._tagged(tgt_in, st.target_lang)
-        sub = self._subnetwork_for(torch.stack([st.source_lang, st.target_lang]))
+        sub = self._subnetwork_for(st.pair)
         if sub is not None:
             for layer in sub.decoder_layers:
                 x = layer(x, st)
@@ -332,7 +338,7 @@ class SparseTransformer(Transformer):
 
     def init_cache(self, state: EncoderState) -> DecoderCache:
         st = _sparse(state)
-        sub = self._subnetwork_for(torch.stack([st.source_lang, st.target_lang]))
+        sub = self._subnetwork_for(st.pair)
         layers = sub.decoder_layers if sub is not None else self.decoder_layers
         caches = [layer.init_cache(st) for layer in layers]
         return DecoderCache(layers=caches, per_sentence=frozenset(k for c in caches for k in c))
@@ -344,7 +350,7 @@ class SparseTransformer(Transformer):
         per = rows // st.target_lang.size(0)
         target = st.target_lang.repeat_interleave(per)  # (B,) each row's sentence's language
         x = self._tagged(last_tokens[:, None], target, offset=cache.step)  # (B, 1, D)
-        sub = self._subnetwork_for(torch.stack([st.source_lang, st.target_lang]))
+        sub = self._subnetwork_for(st.pair)
         if sub is not None:
             for layer, layer_cache in zip(sub.decoder_layers, cache.layers, strict=True):
                 x = layer(x, st, layer_cache)
@@ -376,18 +382,14 @@ class SparseTransformer(Transformer):
         self._extracted.clear()
         return super().load_state_dict(*args, **kwargs)
 
-    def _subnetwork_for(self, langs: Tensor) -> _Subnetwork | None:
+    def _subnetwork_for(self, pair: tuple[int, int] | None) -> _Subnetwork | None:
         """In evaluation mode, the extracted sub-network of the batch's one language pair;
         None in training or for a batch mixing pairs (then the masked model runs)."""
-        if self.training or not len(self.scores):
+        if self.training or not len(self.scores) or pair is None:
             return None
-        pair = langs[:, :1]
-        if langs.numel() == 0 or not bool((langs == pair).all()):
-            return None
-        key = (int(pair[0, 0]), int(pair[1, 0]))
-        if key not in self._extracted:
-            self._extracted[key] = self.subnetwork(*key)
-        return self._extracted[key]
+        if pair not in self._extracted:
+            self._extracted[pair] = self.subnetwork(*pair)
+        return self._extracted[pair]
 
     @torch.no_grad()
     def subnetwork(self, source: int, target: int) -> _Subnetwork:
