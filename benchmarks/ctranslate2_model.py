@@ -25,6 +25,7 @@ import math
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -193,8 +194,9 @@ def length_limit(n_src: int, max_len_a: float, max_len_b: float, max_len: int) -
 class CT2Translator:
     """A converted model with ragmt's source ids, length limits and banned tokens.
 
-    `device`/`compute_type`/`intra_threads` go to `ctranslate2.Translator`; compute_type
-    "default" keeps the type the model was saved in.
+    `device`/`compute_type`/`intra_threads`/`inter_threads` go to `ctranslate2.Translator`;
+    compute_type "default" keeps the type the model was saved in. With `inter_threads` > 1,
+    that many batches are decoded at once (CTranslate2's own way to use several cores).
     """
 
     def __init__(
@@ -203,6 +205,7 @@ class CT2Translator:
         device: str = "cpu",
         compute_type: str = "default",
         intra_threads: int = 1,
+        inter_threads: int = 1,
     ) -> None:
         self.model_dir = Path(model_dir)
         manifest = read_manifest(self.model_dir, KIND, FORMAT_VERSION)
@@ -216,9 +219,10 @@ class CT2Translator:
             str(self.model_dir),
             device=device,
             compute_type=compute_type,
-            inter_threads=1,
+            inter_threads=inter_threads,
             intra_threads=intra_threads,
         )
+        self.inter_threads = inter_threads
         # ragmt never emits pad or BOS (models.decoding._constrain).
         self._banned = [[self.pieces[PAD_ID]], [self.pieces[BOS_ID]]]
 
@@ -260,17 +264,21 @@ class CT2Translator:
             else:
                 batches.append([i])
 
-        out = [""] * len(sentences)
-        for batch in batches:
-            hyps = self._decode(
+        def decode(batch: list[int]) -> list[list[str]]:
+            return self._decode(
                 [[self.pieces[t] for t in ids[i]] for i in batch],
                 max(limits[i] for i in batch),
                 beam_size,
                 length_penalty,
                 normalization,
             )
-            for i, hyp in zip(batch, hyps, strict=True):
-                out[i] = self.tokenizer.decode([self.ids[p] for p in hyp[: limits[i]]])
+
+        out = [""] * len(sentences)
+        # CTranslate2 releases the GIL: with inter_threads replicas, that many calls run at once
+        with ThreadPoolExecutor(self.inter_threads) as pool:
+            for batch, hyps in zip(batches, pool.map(decode, batches), strict=True):
+                for i, hyp in zip(batch, hyps, strict=True):
+                    out[i] = self.tokenizer.decode([self.ids[p] for p in hyp[: limits[i]]])
         return out
 
     def _decode(

@@ -18,13 +18,16 @@ encoder int8 too (docs/decoding-speed.md).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import io
 import logging
 import tempfile
+import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,7 @@ from torch import Tensor, nn
 
 from models.layers import DecoderCache, EncoderState, LearnedPositions, SinusoidalPositions
 
-__all__ = ["OrtDecoder", "ORT_MODES"]
+__all__ = ["ORT_MODES", "OrtDecoder", "thread_budget"]
 
 ORT_MODES = ("ort", "ort-int8")
 # Added to attention logits at padded keys. Finite, so a row whose keys are all padding (a
@@ -294,41 +297,79 @@ def _quantize(onnx_bytes: bytes) -> bytes:
         return dst.read_bytes()
 
 
+# Positions (a step's rows, an encoder call's tokens) from which a call runs on more than one
+# thread. ONNX Runtime splits each operator across its threads, which pays for wide calls
+# only: on the 2-core hosts two threads took a 4-row step from 0.70 to 0.94 ms and a
+# 25-token encoder call from 1.8 to 2.1 ms, but a 128-row step from 19.8 to 16.0 ms and a
+# 200-token encoder call from 14.4 to 10.8 ms (about even at 32 rows and 50 tokens).
+PARALLEL_POSITIONS = 64
+
+_local = threading.local()  # this thread's `thread_budget`
+
+
+@contextlib.contextmanager
+def thread_budget(threads: int) -> Iterator[None]:
+    """Within the block, this thread's graph calls use at most `threads` threads (a worker
+    decoding one batch of several at once gets its share of the cores)."""
+    if threads < 1:
+        raise ValueError(f"a thread budget must be at least 1, got {threads}")
+    before = getattr(_local, "budget", None)
+    _local.budget = threads
+    try:
+        yield
+    finally:
+        _local.budget = before
+
+
+def _positions(feed: dict[str, np.ndarray]) -> int:
+    """How wide a call is: a step's rows, else its first input's rows times length."""
+    if "tokens" in feed:
+        return len(feed["tokens"])
+    first = next(iter(feed.values()))
+    return int(np.prod(first.shape[:2]))
+
+
 class _Graph:
-    """An exported graph and its ONNX Runtime session, made with `threads` or else torch's
-    current thread count (which the service and the benchmarks set), again when it changed."""
+    """An exported graph and its ONNX Runtime sessions. A call runs on one thread, or, when it
+    is wide enough (`PARALLEL_POSITIONS`), on `threads`, else on this thread's budget
+    (`thread_budget`), else on torch's current thread count (which the service and the
+    benchmarks set). A session is made per thread count when first needed."""
 
     def __init__(self, onnx_bytes: bytes, threads: int | None) -> None:
         self.onnx_bytes, self.threads = onnx_bytes, threads
-        self._session: Any = None
-        self._session_threads = 0
+        self._sessions: dict[int, Any] = {}
+        self._lock = threading.Lock()  # two decoding workers may start one session at once
         self.inputs: frozenset[str] = frozenset()  # the exporter leaves out unread inputs
 
     def run(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        threads = self.threads or torch.get_num_threads()
-        if threads != self._session_threads:
-            self._start(threads)
+        budget = self.threads or getattr(_local, "budget", None) or torch.get_num_threads()
+        threads = budget if _positions(feed) >= PARALLEL_POSITIONS else 1
+        session = self._sessions.get(threads) or self._start(threads)
         if len(feed) != len(self.inputs):  # e.g. the "tm" memory encoder reads no context
             feed = {k: v for k, v in feed.items() if k in self.inputs}
-        return self._session.run(None, feed)
+        return session.run(None, feed)
 
-    def _start(self, threads: int) -> None:
+    def _start(self, threads: int) -> Any:
         import onnxruntime as ort
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3  # notes on unused initializers are not errors
-        # ORT's worker threads wait without spinning: between two graph calls PyTorch's own
-        # threads run, and on two cores both pools spinning made batch 1 3-4x slower with two
-        # threads than with one (medical test, memory model with retrieval)
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(
-            self.onnx_bytes, options, providers=["CPUExecutionProvider"]
-        )
-        self._session_threads = threads
-        self.inputs = frozenset(i.name for i in self._session.get_inputs())
+        with self._lock:
+            if threads in self._sessions:
+                return self._sessions[threads]
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.log_severity_level = 3  # notes on unused initializers are not errors
+            # ORT's worker threads wait without spinning: between two graph calls PyTorch's
+            # own threads run, and on two cores both pools spinning made batch 1 3-4x slower
+            # with two threads than with one (medical test, memory model with retrieval)
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            session = ort.InferenceSession(
+                self.onnx_bytes, options, providers=["CPUExecutionProvider"]
+            )
+            self.inputs = frozenset(i.name for i in session.get_inputs())
+            self._sessions[threads] = session
+            return session
 
 
 class _OrtEncoderStack(nn.Module):
@@ -447,7 +488,8 @@ class OrtDecoder(nn.Module):
             memory = _OrtMemoryEncoder(graphs["memory_encoder"], uses_sources)
             encoder._modules["memory_encoder"] = memory
         object.__setattr__(self, "_encoder", encoder)  # not a child: no second copy of weights
-        self._gate: Tensor | int | None = None  # the last step's gates, or its row count
+        # the last step's gates, or its row count, per thread: workers may decode at once
+        self._gates = threading.local()
 
     @property
     def encoder_layers(self) -> nn.ModuleList:
@@ -511,17 +553,18 @@ class OrtDecoder(nn.Module):
             layer["self_k"] = torch.from_numpy(out[1 + 2 * i])
             layer["self_v"] = torch.from_numpy(out[2 + 2 * i])
         if self.uses_memory:  # without a memory the gate is 1: made only when asked for
-            self._gate = torch.from_numpy(out[-1]) if memory else rows
+            self._gates.last = torch.from_numpy(out[-1]) if memory else rows
         cache.step += 1
         return torch.from_numpy(out[0])
 
     def last_gates(self) -> Tensor:
         """The last step's gate averaged over the decoder layers `(B, 1)` (1.0 without memory)."""
-        if self._gate is None:
+        gate = getattr(self._gates, "last", None)
+        if gate is None:
             raise ValueError("no decoding step has run")
-        if isinstance(self._gate, int):  # rows of a step without a memory
-            return torch.ones(self._gate, 1)
-        return self._gate
+        if isinstance(gate, int):  # rows of a step without a memory
+            return torch.ones(gate, 1)
+        return gate
 
 
 @dataclass

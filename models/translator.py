@@ -11,6 +11,7 @@ import contextlib
 import copy
 import functools
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from models.data import pad_batch
 from models.decoding import RepeatBan, Repeats, beam_search, ctc_greedy, greedy
 from models.devices import decode_autocast_dtype
 from models.layers import EncoderState
-from models.ort_decoder import ORT_MODES, OrtDecoder
+from models.ort_decoder import ORT_MODES, OrtDecoder, thread_budget
 from models.output_checks import repeated
 from models.quantize import quantize_int8, resolve
 from models.semiparametric import Neighbours
@@ -222,7 +223,8 @@ class Translator:
         memory = self.uses_memory and neighbours is not None
         out: list[Translation] = [Translation("", None)] * len(texts)
         strategy = STRATEGIES[self.decoding]
-        for chunk, src in self._length_batches(ids, options.batch_size, skip_empty=True):
+
+        def run(chunk: list[int], src: Tensor) -> None:
             nb = self._neighbours([neighbours[i] for i in chunk]) if memory else None
             made = [sources[i] for i in chunk] if sources is not None else []
             source = _source_state(made, src, self.model.config.pad_id) if made else None
@@ -235,9 +237,37 @@ class Translator:
             for j, (i, hyp) in enumerate(zip(chunk, hyps, strict=True)):
                 gate = None if row_gates is None else row_gates[j]
                 out[i] = Translation(self.tokenizer.decode(hyp), gate)
-            if progress is not None:
-                progress(len(chunk))
+
+        batches = list(self._length_batches(ids, options.batch_size, skip_empty=True))
+        workers = self._workers(len(batches))
+        if workers == 1:
+            for chunk, src in batches:
+                run(chunk, src)
+                if progress is not None:
+                    progress(len(chunk))
+            return out
+        # Batches decoded at once, each on its share of the threads: ONNX Runtime splits one
+        # call's operators across threads poorly, and releases the GIL while it runs.
+        share = max(1, torch.get_num_threads() // workers)
+
+        def run_share(chunk: list[int], src: Tensor) -> int:
+            with thread_budget(share):
+                run(chunk, src)
+            return len(chunk)
+
+        with ThreadPoolExecutor(workers, thread_name_prefix="decode") as pool:
+            for done in as_completed([pool.submit(run_share, c, s) for c, s in batches]):
+                n = done.result()
+                if progress is not None:
+                    progress(n)
         return out
+
+    def _workers(self, batches: int) -> int:
+        """How many batches to decode at once: one per thread for an ONNX Runtime model on
+        the CPU (its graphs and gates are safe to share), else one."""
+        if not isinstance(self.model, OrtDecoder) or batches < 2:
+            return 1
+        return max(1, min(torch.get_num_threads(), batches))
 
     def _repeat_ban(self, src: Tensor, max_n: int, texts: Sequence[str]) -> RepeatBan | None:
         """The batch's ban on back-to-back repeats (None: off, or a byte tokenizer); what

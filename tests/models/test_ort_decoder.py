@@ -11,7 +11,7 @@ import torch
 
 from models.bundle import load_bundle
 from models.decoding import beam_search
-from models.ort_decoder import OrtDecoder, supports
+from models.ort_decoder import PARALLEL_POSITIONS, OrtDecoder, supports, thread_budget
 from models.quantize import resolve
 from models.semiparametric import MEMORY_MODES, Neighbours, SemiParametricModel
 from models.translator import DecodeOptions, Translator
@@ -111,18 +111,55 @@ def test_the_bundle_model_is_shared_and_unchanged(bundle: Path) -> None:
     assert loaded.model.encoder_layers[0].ffn.fc1.weight.dtype == torch.float32
 
 
-def test_the_session_follows_torchs_thread_count(bundle: Path) -> None:
+def test_narrow_calls_run_on_one_thread_wide_ones_on_the_budget(bundle: Path) -> None:
+    """A call narrower than PARALLEL_POSITIONS runs on one thread whatever torch's count; a
+    wide one on torch's count, or on the thread's `thread_budget` inside one."""
     model = load_bundle(bundle).model
     ort = OrtDecoder(model, "ort")
-    src = torch.tensor([[5, 6, 7, 2]])
+    narrow = torch.tensor([[5, 6, 7, 2]])
+    wide = narrow.repeat(PARALLEL_POSITIONS, 1)  # beam 2: twice as many rows as needed
     threads = torch.get_num_threads()
     try:
-        for n in (1, 2):
-            torch.set_num_threads(n)
-            beam_search(ort, src, beam_size=2)
-            assert ort._steps[False]._session_threads == n
+        torch.set_num_threads(2)
+        beam_search(ort, narrow, beam_size=2)
+        assert set(ort._steps[False]._sessions) == {1}
+        with thread_budget(1):
+            beam_search(ort, wide, beam_size=2)
+        assert set(ort._steps[False]._sessions) == {1}
+        beam_search(ort, wide, beam_size=2)
+        assert set(ort._steps[False]._sessions) == {1, 2}
     finally:
         torch.set_num_threads(threads)
+    with pytest.raises(ValueError, match="at least 1"):
+        with thread_budget(0):
+            pass
+
+
+def test_batches_decoded_at_once_give_the_same_translations(memory_bundle: Path) -> None:
+    """With two threads an ONNX Runtime model decodes two batches at once, each on one
+    thread: the texts, their order and their gates are those of one batch after another."""
+    loaded = load_bundle(memory_bundle)
+    ort = Translator.from_loaded(loaded, "ort")
+    texts = [s for s, _ in toy_pairs(40, seed=3)]
+    pairs = [toy_pairs(2, seed=i) for i in range(len(texts))]
+    options = DecodeOptions(beam_size=2, batch_size=4)
+    threads = torch.get_num_threads()
+    done: list[int] = []
+    try:
+        torch.set_num_threads(1)
+        assert ort._workers(10) == 1
+        want = ort.translate_detailed(texts, options, neighbours=pairs, gates=True)
+        torch.set_num_threads(2)
+        assert ort._workers(10) == 2 and ort._workers(1) == 1
+        got = ort.translate_detailed(
+            texts, options, neighbours=pairs, gates=True, progress=done.append
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert got == want
+    assert sorted(done) == [4] * 10
+    # PyTorch models keep state between a step and its gates: one batch at a time
+    assert Translator.from_loaded(loaded, "none")._workers(10) == 1
 
 
 @pytest.mark.unit
