@@ -83,6 +83,31 @@ def _row_candidates(lp: Tensor, beam_size: int) -> tuple[Tensor, Tensor]:
     return lp.topk(min(2 * beam_size, lp.size(-1)), dim=-1)
 
 
+def _step_candidates(
+    model: nn.Module,
+    last: Tensor,
+    state: Any,
+    cache: Any,
+    forced: np.ndarray,
+    repeats: RepeatBan | None,
+    hist: Tensor | np.ndarray,
+    per_sentence: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One step's 2K best (log-probs, ids) per row, best first, as NumPy arrays `(R, 2K)`:
+    pad and BOS never, the repeat ban applied, EOS alone on the `forced` `(R,)` rows. A model
+    with `decode_candidates` (ONNX Runtime's) does all of that in its own step; any other
+    gives its log-probs `(R, V)` and the constraints and the top 2K are taken here."""
+    n = min(2 * per_sentence, model.config.vocab_size)
+    if hasattr(model, "decode_candidates"):
+        pad = model.config.pad_id
+        ban = repeats.table(hist, per_sentence, pad) if repeats is not None else None
+        return model.decode_candidates(last, state, cache, n, forced, ban)
+    lp = _constrain(model.decode_step(last, state, cache), torch.from_numpy(forced), model)
+    if repeats is not None:
+        lp = repeats.apply(lp, hist, per_sentence)
+    return tuple(t.cpu().numpy() for t in _row_candidates(lp, per_sentence))  # type: ignore[return-value]
+
+
 class Repeats:
     """What a vocabulary counts as a loop: `canon` `(V,)` maps each id to its case-folded
     twin (a loop that changes case is still one), `words` `(V,)` marks whole-word pieces,
@@ -168,9 +193,33 @@ class RepeatBan:
     def apply(self, lp: Tensor, hist: Tensor | np.ndarray, per_sentence: int) -> Tensor:
         """`lp` `(R, V)` with each row's repeat-closing tokens banned (in place); `hist`
         `(R, t)` the rows' tokens so far, `per_sentence` rows (beams) per sentence."""
+        found = self.banned(hist, per_sentence)
+        if found is not None:
+            rows, ids = (torch.from_numpy(a).to(lp.device) for a in found)
+            lp[rows, ids] = -math.inf
+        return lp
+
+    def table(self, hist: Tensor | np.ndarray, per_sentence: int, fill: int) -> np.ndarray:
+        """The banned tokens as a table `(R, J)`, each row's ids padded with `fill` (an id
+        that is never emitted anyway, such as padding), J at least 1: what a decoder that
+        bans them itself takes (`OrtDecoder.decode_candidates`)."""
+        rows_n = hist.shape[0]
+        found = self.banned(hist, per_sentence)
+        if found is None:
+            return np.full((rows_n, 1), fill, dtype=np.int64)
+        rows, ids = found  # rows in order
+        counts = np.bincount(rows, minlength=rows_n)
+        out = np.full((rows_n, int(counts.max())), fill, dtype=np.int64)
+        out[rows, np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]] = ids
+        return out
+
+    def banned(
+        self, hist: Tensor | np.ndarray, per_sentence: int
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(rows, ids) of the tokens each row may not emit next, rows in order; None: none."""
         t = hist.shape[1]
         if t == 0:
-            return lp
+            return None
         h = hist if isinstance(hist, np.ndarray) else hist.cpu().numpy()
         c = self.canon[h]  # (R, t)
         banned = [np.where(self.words[h[:, -1]], c[:, -1], -1)[:, None]]
@@ -206,14 +255,10 @@ class RepeatBan:
         ids[free[:, 1], singles:] = -1
         rows, cols = np.nonzero(ids >= 0)
         if rows.size == 0:
-            return lp
+            return None
         members = self.members[ids[rows, cols]]  # (K, M)
         ok = members >= 0
-        at_rows = np.broadcast_to(rows[:, None], members.shape)[ok]
-        lp[
-            torch.from_numpy(at_rows).to(lp.device), torch.from_numpy(members[ok]).to(lp.device)
-        ] = -math.inf
-        return lp
+        return np.broadcast_to(rows[:, None], members.shape)[ok], members[ok]
 
 
 def _source_repeats(
@@ -265,11 +310,9 @@ def greedy(
     hist = torch.empty((len(alive), 0), dtype=torch.long, device=src.device)  # for `repeats`
     step = 0
     while alive:
-        forced = torch.tensor([limits[s] == step for s in alive])
-        lp = _constrain(model.decode_step(last, state, cache), forced, model)  # (R, V)
-        if repeats is not None:
-            lp = repeats.apply(lp, hist, 1)
-        tok = _row_candidates(lp, 1)[1][:, 0]  # (R,)
+        forced = np.array([limits[s] == step for s in alive])
+        cand = _step_candidates(model, last, state, cache, forced, repeats, hist, 1)[1]
+        tok = torch.from_numpy(cand[:, 0].copy()).to(src.device)  # (R,)
         keep = []
         for row, (s, t) in enumerate(zip(alive, tok.tolist(), strict=True)):
             if t == eos:
@@ -350,13 +393,10 @@ def beam_search(
     step = 0
     while alive.size:
         n_alive = alive.size
-        forced = torch.from_numpy(np.repeat(limits[alive] == step, k))
-        lp = _constrain(model.decode_step(last, state, cache), forced, model)  # (A*K, V)
-        if repeats is not None:
-            lp = repeats.apply(lp, hist, k)
+        forced = np.repeat(limits[alive] == step, k)
+        row_lp, row_tok = _step_candidates(model, last, state, cache, forced, repeats, hist, k)
         if track:  # this step's input included
             gate_sum = gate_sum + model.last_gates()[:, -1].float().cpu().numpy()
-        row_lp, row_tok = (t.cpu().numpy() for t in _row_candidates(lp, k))  # (A*K, n)
         n = row_lp.shape[1]
         cand = (scores[:, :, None] + row_lp.reshape(n_alive, k, n)).reshape(n_alive, k * n)
         # Stable sort: equal scores keep beam-then-row order, so K=1 ranks exactly as greedy.

@@ -6,9 +6,10 @@ its time goes to dispatching some hundred PyTorch operators (tens of microsecond
 cross-attention keys/values and decoding step are exported as ONNX graphs (the step written
 out as explicit operators, `_StepGraph`) and run by ONNX Runtime, whose per-operator cost is a
 fraction of eager PyTorch's and which fuses the quantized matrix products. `OrtDecoder` keeps
-the PyTorch model's decoding interface (`encode`, `init_cache`, `decode_step`, `last_gates`),
-so greedy and beam search (`models.decoding`), their constraints and the repeat ban run
-unchanged on it.
+the PyTorch model's decoding interface (`encode`, `init_cache`, `last_gates`), and its step
+returns each row's best tokens with greedy and beam search's constraints and repeat ban
+applied in the graph (`decode_candidates`, which `models.decoding` calls instead of
+`decode_step`), so both searches run unchanged on it.
 
 "ort" runs every graph in float32 (equal to PyTorch's up to rounding); "ort-int8" quantizes
 their matrix products with constant weights dynamically (uint8 weights per output channel,
@@ -23,6 +24,7 @@ import copy
 import hashlib
 import io
 import logging
+import math
 import tempfile
 import threading
 import warnings
@@ -59,14 +61,20 @@ class _StepGraph(nn.Module):
     """One decoding step as explicit operators, for export (not used to decode in PyTorch).
 
     Inputs: tokens `(B,)`, position `(1,)`, the order `(B,)` of the past rows each row
-    continues (beam search's reordering, done here rather than as a copy of its own), source
-    bias `(G, 1, 1, S)`, and per layer the self-attention keys/values so far `(B', H, t, Dh)`
-    and the cross-attention keys/values `(G, H, S, Dh)`. With `memory`, also the memory bias
-    `(G, 1, 1, M)`, which sentences have a memory `(G, 1, 1)` as 0/1, and per layer the memory
-    keys/values `(G, H, M, Dh)`.
+    continues (beam search's reordering, done here rather than as a copy of its own), which
+    rows must end now `(B,)` (EOS alone is allowed there), the tokens each row may not emit
+    `(B, J)` (the repeat ban, padded with the pad id), N best to return (the length of a
+    `(N,)` input), source bias `(G, 1, 1, S)`, and per layer the self-attention keys/values so
+    far `(B', H, t, Dh)` and the cross-attention keys/values `(G, H, S, Dh)`. With `memory`,
+    also the memory bias `(G, 1, 1, M)`, which sentences have a memory `(G, 1, 1)` as 0/1,
+    and per layer the memory keys/values `(G, H, M, Dh)`.
     B = G*K rows: each sentence's K beams read one row of per-sentence tensors.
-    Outputs: log-probs `(B, V)`, each layer's extended self-attention keys and values, and
-    with `memory` the gate averaged over layers `(B, 1)`.
+    Outputs: each row's N best log-probs and their tokens `(B, N)`, best first (pad and BOS
+    never among them: `models.decoding` constrains any model's step so), each layer's
+    extended self-attention keys and values, and with `memory` the gate averaged over layers
+    `(B, 1)`. The N best, not the log-probs of the whole vocabulary: taking them and applying
+    the constraints here spared a third of the time beam search spent around a step at batch
+    1, and the copy of a `(B, V)` array out of every step.
     """
 
     def __init__(self, model: nn.Module, memory: bool) -> None:
@@ -76,6 +84,7 @@ class _StepGraph(nn.Module):
         first = model.decoder_layers[0].self_attn
         self.n_heads, self.d_head = first.n_heads, first.d_head
         self.table = _position_table(model.positions)
+        self.eos = model.config.eos_id
 
     # Shapes are spelled with constants and -1 wherever they can be: a size read from a
     # tensor becomes four graph operators (Shape, Gather, Unsqueeze, Concat) at every use,
@@ -92,7 +101,14 @@ class _StepGraph(nn.Module):
         return out.reshape(-1, 1, self.n_heads * self.d_head)  # (B, 1, D)
 
     def forward(
-        self, tokens: Tensor, position: Tensor, order: Tensor, src_bias: Tensor, *rest: Tensor
+        self,
+        tokens: Tensor,
+        position: Tensor,
+        order: Tensor,
+        ban: Tensor,
+        n_best: Tensor,
+        src_bias: Tensor,
+        *rest: Tensor,
     ):
         m = self.model
         per_layer = 6 if self.memory else 4
@@ -135,7 +151,9 @@ class _StepGraph(nn.Module):
                 x = x + c_s
             x = x + layer.ffn(layer.ffn_norm(x))
         logits = m.output(m.decoder_norm(x))[:, 0]  # (B, V)
-        out = [torch.log_softmax(logits, dim=-1), *new_kv]
+        lp = torch.log_softmax(logits, dim=-1).scatter(1, ban, -math.inf)
+        best_lp, best_ids = lp.topk(n_best.size(0), dim=-1)  # N read from the input's length
+        out = [best_lp, best_ids, lp[:, self.eos], *new_kv]
         if self.memory:
             out.append(torch.stack(gates).mean(dim=0))
         return tuple(out)
@@ -201,18 +219,23 @@ def _step_graph(model: nn.Module, memory: bool) -> bytes:
         "tokens": torch.full((b,), c.bos_id, dtype=torch.long),
         "position": torch.tensor([t], dtype=torch.long),
         "order": torch.tensor([1, 0, 3, 2]),
+        "ban": torch.full((b, 2), c.pad_id, dtype=torch.long),
+        "n_best": torch.zeros(3),
         "src_bias": torch.zeros(g, 1, 1, s),
     }
     axes: dict[str, dict[int, str]] = {
         "tokens": {0: "rows"},
         "order": {0: "rows"},
+        "ban": {0: "rows", 1: "banned"},
+        "n_best": {0: "best"},
         "src_bias": {0: "groups", 3: "src"},
     }
     if memory:
         inputs["mem_bias"], inputs["has_memory"] = torch.zeros(g, 1, 1, m), torch.ones(g, 1, 1)
         axes["mem_bias"], axes["has_memory"] = {0: "groups", 3: "mem"}, {0: "groups"}
-    outputs = ["log_probs"]
-    axes["log_probs"] = {0: "rows"}
+    outputs = ["best_log_probs", "best_ids", "eos_log_probs"]
+    axes["best_log_probs"] = axes["best_ids"] = {0: "rows", 1: "best"}
+    axes["eos_log_probs"] = {0: "rows"}
     for i in range(len(model.decoder_layers)):
         per = [("self_k", b, t, "past"), ("self_v", b, t, "past"), ("cross_k", g, s, "src"),
                ("cross_v", g, s, "src")]  # fmt: skip
@@ -514,16 +537,31 @@ class OrtDecoder(nn.Module):
         keys = frozenset(k for c in layers for k in c)
         return _ReorderedCache(layers=layers, per_sentence=keys)
 
-    def decode_step(self, last_tokens: Tensor, state: EncoderState, cache: DecoderCache) -> Tensor:
-        """As `Transformer.decode_step`: log-probs `(B, V)`, `cache` extended in place."""
+    def decode_candidates(
+        self,
+        last_tokens: Tensor,
+        state: EncoderState,
+        cache: DecoderCache,
+        n: int,
+        forced: np.ndarray,
+        ban: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One step, as `Transformer.decode_step` then `models.decoding`'s constraints and top
+        n: each row's n best log-probs and tokens `(B, n)`, best first, with pad and BOS never,
+        the tokens of `ban` `(B, J)` (a row's padded with the pad id) never, and EOS alone on
+        the `forced` `(B,)` rows. `cache` is extended in place."""
         first = cache.layers[0]
         memory = "mem_bias" in first
         rows = last_tokens.size(0)
         order = getattr(cache, "order", None)
+        c = self.config
+        never = np.broadcast_to(np.array([c.pad_id, c.bos_id], dtype=np.int64), (rows, 2))
         feed = {
             "tokens": last_tokens.numpy(),
             "position": np.array([cache.step], dtype=np.int64),
             "order": np.arange(rows) if order is None else order.numpy(),
+            "ban": np.ascontiguousarray(never) if ban is None else np.hstack([never, ban]),
+            "n_best": np.zeros(n, dtype=np.float32),
             "src_bias": first["src_bias"].numpy(),
         }
         if memory:
@@ -550,12 +588,18 @@ class OrtDecoder(nn.Module):
         if isinstance(cache, _ReorderedCache):
             cache.order = None
         for i, layer in enumerate(cache.layers):
-            layer["self_k"] = torch.from_numpy(out[1 + 2 * i])
-            layer["self_v"] = torch.from_numpy(out[2 + 2 * i])
+            layer["self_k"] = torch.from_numpy(out[3 + 2 * i])
+            layer["self_v"] = torch.from_numpy(out[4 + 2 * i])
         if self.uses_memory:  # without a memory the gate is 1: made only when asked for
             self._gates.last = torch.from_numpy(out[-1]) if memory else rows
         cache.step += 1
-        return torch.from_numpy(out[0])
+        best_lp, best_ids = out[0], out[1]
+        if forced.any():  # rows at their length limit: EOS alone, as `_constrain` does
+            best_lp[forced] = -math.inf
+            best_lp[forced, 0] = out[2][forced]
+            best_ids[forced] = c.pad_id
+            best_ids[forced, 0] = c.eos_id
+        return best_lp, best_ids
 
     def last_gates(self) -> Tensor:
         """The last step's gate averaged over the decoder layers `(B, 1)` (1.0 without memory)."""

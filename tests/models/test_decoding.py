@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -272,3 +273,20 @@ def test_a_span_without_a_word_may_repeat(reverser) -> None:
         ban.free = torch.zeros_like(ban.free)
         out = beam_search(reverser, src, beam_size=4, repeats=ban)[0]
         assert (out == [7, 6, 5, 6, 5]) == allowed, (wordy, out)
+
+
+def test_the_ban_table_holds_exactly_what_apply_bans() -> None:
+    """`RepeatBan.table` (what ONNX Runtime's step takes) lists, per row, the tokens `apply`
+    sets to -inf, padded with the fill id, at least one column wide."""
+    src = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
+    ban = _ban(src, {6, 9}, canon={13: 6})
+    ban.free = torch.zeros_like(ban.free)
+    hist = np.array([[6, 7, 6], [9, 10, 11], [7, 6, 7], [9, 9, 9]])  # two sentences, beam 2
+    lp = ban.apply(torch.zeros(4, V), hist, 2)
+    table = ban.table(hist, 2, PAD)
+    for row in range(4):
+        want = set(torch.nonzero(lp[row].isinf()).view(-1).tolist())
+        assert set(table[row].tolist()) - {PAD} == want, row
+    assert set(table[1].tolist()) == {PAD}  # nothing banned on that row
+    assert {6, 7, 13} <= set(table[0].tolist())  # "6 7 6" closes "6 7" and 6 is a word
+    assert ban.table(hist[:, :0], 2, PAD).tolist() == [[PAD]] * 4

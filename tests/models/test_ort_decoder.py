@@ -4,13 +4,15 @@ step by step and sentence by sentence; "ort-int8" still translates a trained toy
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from models.bundle import load_bundle
-from models.decoding import beam_search
+from models.decoding import _constrain, beam_search
 from models.ort_decoder import PARALLEL_POSITIONS, OrtDecoder, supports, thread_budget
 from models.quantize import resolve
 from models.semiparametric import MEMORY_MODES, Neighbours, SemiParametricModel
@@ -37,10 +39,11 @@ def test_ort_float_translates_exactly_as_pytorch(bundle: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", MEMORY_MODES)
-def test_each_step_gives_pytorchs_log_probs(memory_bundle: Path, mode: str) -> None:
+def test_each_step_gives_pytorchs_best_tokens(memory_bundle: Path, mode: str) -> None:
     """Step by step, beams sharing their sentence's keys/values, some sentences without a
-    memory, each memory variant: the graph's log-probs and gates are the float model's up to
-    rounding."""
+    memory, each memory variant: the graph's best tokens and their log-probs are those of the
+    float model's log-probs constrained as `models.decoding` does (pad and BOS never, the
+    banned tokens never, EOS alone on a forced row), up to rounding; its gates too."""
     config = dataclasses.replace(load_bundle(memory_bundle).model.config, memory_mode=mode)
     torch.manual_seed(0)
     model = SemiParametricModel(config).eval()
@@ -48,17 +51,31 @@ def test_each_step_gives_pytorchs_log_probs(memory_bundle: Path, mode: str) -> N
     src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0], [10, 11, 12, 2]])
     pairs = [[([5, 6], [7, 8, 9])], [], [([10], [11, 12]), ([13, 14], [15])]]
     neighbours = Neighbours.from_lists(pairs, pad_id=model.config.pad_id)
-    k = 3
+    k, n = 3, 6
+    rows = src.size(0) * k
     with torch.inference_mode():
         states = [m.encode(src, neighbours) for m in (model, ort)]
         assert torch.allclose(states[0].memory, states[1].memory, atol=1e-5)
         assert torch.allclose(states[0].retrieved, states[1].retrieved, atol=1e-5)
         caches = [m.init_cache(s) for m, s in zip((model, ort), states, strict=True)]
-        tokens = torch.full((src.size(0) * k,), model.config.bos_id)
-        for _ in range(4):
+        tokens = torch.full((rows,), model.config.bos_id)
+        for step in range(4):
+            forced = np.arange(rows) == step  # one row must end
             want = model.decode_step(tokens, states[0], caches[0])
-            got = ort.decode_step(tokens, states[1], caches[1])
-            assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+            # the float model's log-probs constrained here; the graph is told the same
+            ban = torch.randint(4, model.config.vocab_size, (rows, 3))
+            want = want.scatter(1, ban, -math.inf)
+            want = _constrain(want, torch.from_numpy(forced), model)
+            want_lp, want_ids = want.topk(n, dim=-1)
+            got_lp, got_ids = ort.decode_candidates(
+                tokens, states[1], caches[1], n, forced, ban.numpy()
+            )
+            live = np.isfinite(got_lp)
+            assert np.array_equal(live, np.isfinite(want_lp.numpy()))
+            assert np.array_equal(got_ids[live], want_ids.numpy()[live])
+            assert np.allclose(got_lp[live], want_lp.numpy()[live], atol=1e-4)
+            assert not np.isin(got_ids[live], [model.config.pad_id, model.config.bos_id]).any()
+            assert got_ids[step, 0] == model.config.eos_id and not live[step, 1:].any()
             assert torch.allclose(ort.last_gates()[:, -1], model.last_gates()[:, -1], atol=1e-5)
             tokens = torch.randint(4, model.config.vocab_size, tokens.shape)
         # the sentence without a memory reads the source alone: gate exactly 1
