@@ -9,7 +9,8 @@
 #
 # Systems (models/configs/ast-*-bible8.json): dense (FFN 1024), ffn-sparse (FFN 2048 in 8
 # blocks, 4 active per language and layer; phase 1 for PHASE1 of the updates), dense-wide (FFN
-# 2048: the upper reference), and ffn-sparse-notopk (top-k weight 0: does the budget hold?).
+# 2048: the upper reference), ffn-sparse-notopk (top-k weight 0: does the budget hold?), and,
+# when named in SYSTEMS, ffn-sparse-lr30 (the scores at 30x the learning rate).
 #
 # Settings (environment): BIBLE the prepared Bible (`ragmt data prepare --bible`); WORK output
 # dir; LANGS the targets; NT=1 trains on New Testament books only (the fast tier); EPOCHS;
@@ -85,7 +86,8 @@ steps = int(override) if override else int(epochs) * per_epoch
 systems = {"dense": ("ast-dense-bible8.json", {}),
            "dense-wide": ("ast-dense-wide-bible8.json", {}),
            "ffn-sparse": ("ast-ffn-bible8.json", {}),
-           "ffn-sparse-notopk": ("ast-ffn-bible8.json", {"topk_weight": 0.0})}
+           "ffn-sparse-notopk": ("ast-ffn-bible8.json", {"topk_weight": 0.0}),
+           "ffn-sparse-lr30": ("ast-ffn-bible8.json", {"score_lr_scale": 30.0})}
 for name, (file, change) in systems.items():
     cfg = json.loads((Path(configs) / file).read_text()) | change
     cfg |= {"max_steps": steps, "max_epochs": 0, "threads": int(threads),
@@ -120,7 +122,7 @@ python "$(dirname "$0")/ast_selection.py" --work "$WORK" --out "$WORK/selection.
 
 # 6. Paired bootstrap (1,000 resamples) of each system against the dense model, per language,
 #    on the same test verses (Chinese BLEU on sacreBLEU's zh tokens); recorded once.
-for system in ffn-sparse dense-wide ffn-sparse-notopk; do
+for system in ffn-sparse dense-wide ffn-sparse-notopk ffn-sparse-lr30; do
   for lang in ${LANGS//,/ }; do
     hyp=$WORK/$system/eval-$lang-hyps/bible.test.hyp.$lang
     base=$WORK/dense/eval-$lang-hyps/bible.test.hyp.$lang
