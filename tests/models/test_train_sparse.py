@@ -57,6 +57,29 @@ def _bible(folder: Path) -> Path:
     return folder
 
 
+def _mixed(tmp_path: Path) -> Path:
+    """The toy Bible mixed English -> up, next by `ragmt data mix`."""
+    bible = _bible(tmp_path / "bible")
+    out = tmp_path / "m"
+    result = runner.invoke(app, ["data", "mix", "--bible", str(bible), "--to", "up,next",
+                                 "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _train(tmp_path: Path, data: Path, name: str, model: dict, options: dict) -> tuple[Path, str]:
+    """`ragmt train` of a byte-level sparse-transformer on `data`: its bundle and output."""
+    config = tmp_path / f"{name}.json"
+    config.write_text(json.dumps({"arch": "sparse-transformer", "model": model, **options}))
+    bundle = tmp_path / f"bundle-{name}"
+    result = runner.invoke(app, [
+        "train", "--data", str(data), "--domain", "bible", "--tokenizer", "bytes",
+        "--run", str(tmp_path / f"run-{name}"), "--out", str(bundle), "--config", str(config),
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return bundle, result.output
+
+
 def test_score_options_belong_to_a_scored_model() -> None:
     with pytest.raises(ValueError, match="phase2_after: options of models with per-language"):
         TrainConfig(arch="transformer", phase2_after=10)
@@ -72,31 +95,19 @@ def test_the_scores_learn_at_their_own_rate(tmp_path: Path) -> None:
     """score_lr_scale multiplies the scores' learning rate alone: in 40 phase-1 updates of the
     same run, scores at 30x the rate spread far wider than at 1x, while the other weights
     start from the same place and take the same schedule (about 10 s)."""
-    bible = _bible(tmp_path / "bible")
-    result = runner.invoke(
-        app, ["data", "mix", "--bible", str(bible), "--to", "up,next", "--out", str(tmp_path / "m")]
-    )
-    assert result.exit_code == 0, result.output
+    data = _mixed(tmp_path)
     spread = {}
     for scale in (1, 30):
-        config = tmp_path / f"sparse-{scale}.json"
-        config.write_text(json.dumps({
-            "arch": "sparse-transformer",
-            "model": {"d_model": 32, "n_heads": 2, "enc_layers": 1, "dec_layers": 1, "d_ff": 64,
-                      "dropout": 0.0, "sparse": ["ffn"], "sides": ["decoder"], "ffn_blocks": 4,
-                      "ffn_active": 2},
-            "max_tokens": 600, "lr": 0.001, "warmup": 10, "max_steps": 40, "eval_every": 40,
-            "save_every": 40, "keep_checkpoints": 1, "average_last": 1, "dev_sentences": 4,
-            "bf16": False, "max_len": 30, "phase2_after": 40, "sparsity_weight": 0.1,
-            "score_lr_scale": scale,
-        }))  # fmt: skip
-        bundle = tmp_path / f"bundle-{scale}"
-        result = runner.invoke(app, [
-            "train", "--data", str(tmp_path / "m"), "--domain", "bible", "--tokenizer", "bytes",
-            "--run", str(tmp_path / f"run-{scale}"), "--out", str(bundle), "--config",
-            str(config),
-        ])  # fmt: skip
-        assert result.exit_code == 0, result.output
+        bundle, _ = _train(
+            tmp_path, data, f"scale-{scale}",
+            {"d_model": 32, "n_heads": 2, "enc_layers": 1, "dec_layers": 1, "d_ff": 64,
+             "dropout": 0.0, "sparse": ["ffn"], "sides": ["decoder"], "ffn_blocks": 4,
+             "ffn_active": 2},
+            {"max_tokens": 600, "lr": 0.001, "warmup": 10, "max_steps": 40, "eval_every": 40,
+             "save_every": 40, "keep_checkpoints": 1, "average_last": 1, "dev_sentences": 4,
+             "bf16": False, "max_len": 30, "phase2_after": 40, "sparsity_weight": 0.1,
+             "score_lr_scale": scale},
+        )  # fmt: skip
         mu = load_bundle(bundle).model.scores["decoder_ffn"][1:]  # the two target languages
         spread[scale] = float(mu.detach().abs().max())
     assert spread[30] > 10 * spread[1], spread
@@ -105,29 +116,18 @@ def test_the_scores_learn_at_their_own_rate(tmp_path: Path) -> None:
 def test_train_one_to_many_and_serve_each_pair(tmp_path: Path) -> None:
     """About 40 s: a tiny FFN-sparse model learns both toy languages through `ragmt train`; the
     bundle serves en->up and en->next, each pair with its own feed-forward blocks."""
-    bible = _bible(tmp_path / "bible")
-    result = runner.invoke(
-        app, ["data", "mix", "--bible", str(bible), "--to", "up,next", "--out", str(tmp_path / "m")]
-    )
-    assert result.exit_code == 0, result.output
-    config = tmp_path / "sparse.json"
-    config.write_text(json.dumps({
-        "arch": "sparse-transformer",
-        "model": {"d_model": 64, "n_heads": 4, "enc_layers": 2, "dec_layers": 1, "d_ff": 256,
-                  "dropout": 0.0, "sparse": ["ffn"], "sides": ["decoder"], "ffn_blocks": 4,
-                  "ffn_active": 2},
-        "max_tokens": 1200, "lr": 0.01, "warmup": 50, "max_steps": 500, "eval_every": 250,
-        "save_every": 250, "keep_checkpoints": 2, "average_last": 1, "dev_sentences": 20,
-        "bf16": False, "max_len": 30, "phase2_after": 200, "sparsity_weight": 0.1,
-        "disparity_weight": 0.02, "topk_weight": 0.1,
-    }))  # fmt: skip
-    bundle = tmp_path / "bundle"
-    result = runner.invoke(app, [
-        "train", "--data", str(tmp_path / "m"), "--domain", "bible", "--tokenizer", "bytes",
-        "--run", str(tmp_path / "run"), "--out", str(bundle), "--config", str(config),
-    ])  # fmt: skip
-    assert result.exit_code == 0, result.output
-    assert "phase 2" in result.output and "disparity" in result.output
+    data = _mixed(tmp_path)
+    bundle, output = _train(
+        tmp_path, data, "sparse",
+        {"d_model": 64, "n_heads": 4, "enc_layers": 2, "dec_layers": 1, "d_ff": 256,
+         "dropout": 0.0, "sparse": ["ffn"], "sides": ["decoder"], "ffn_blocks": 4,
+         "ffn_active": 2},
+        {"max_tokens": 1200, "lr": 0.01, "warmup": 50, "max_steps": 500, "eval_every": 250,
+         "save_every": 250, "keep_checkpoints": 2, "average_last": 1, "dev_sentences": 20,
+         "bf16": False, "max_len": 30, "phase2_after": 200, "sparsity_weight": 0.1,
+         "disparity_weight": 0.02, "topk_weight": 0.1},
+    )  # fmt: skip
+    assert "phase 2" in output and "disparity" in output
     loaded = load_bundle(bundle)
     assert loaded.manifest["pairs"] == [["en", "up"], ["en", "next"]]
     model = loaded.model
