@@ -68,7 +68,11 @@ def _mixed(tmp_path: Path) -> Path:
 
 
 def _train(tmp_path: Path, data: Path, name: str, model: dict, options: dict) -> tuple[Path, str]:
-    """`ragmt train` of a byte-level sparse-transformer on `data`: its bundle and output."""
+    """`ragmt train` of a byte-level sparse-transformer on `data` (decoder feed-forward
+    sparsity, 2 of 4 blocks, unless `model` says otherwise): its bundle and output."""
+    model = {"dropout": 0.0, "sparse": ["ffn"], "sides": ["decoder"], "ffn_blocks": 4,
+             "ffn_active": 2, **model}  # fmt: skip
+    options = {"bf16": False, "max_len": 30, "average_last": 1, "sparsity_weight": 0.1, **options}
     config = tmp_path / f"{name}.json"
     config.write_text(json.dumps({"arch": "sparse-transformer", "model": model, **options}))
     bundle = tmp_path / f"bundle-{name}"
@@ -100,12 +104,9 @@ def test_the_scores_learn_at_their_own_rate(tmp_path: Path) -> None:
     for scale in (1, 30):
         bundle, _ = _train(
             tmp_path, data, f"scale-{scale}",
-            {"d_model": 32, "n_heads": 2, "enc_layers": 1, "dec_layers": 1, "d_ff": 64,
-             "dropout": 0.0, "sparse": ["ffn"], "sides": ["decoder"], "ffn_blocks": 4,
-             "ffn_active": 2},
+            {"d_model": 32, "n_heads": 2, "enc_layers": 1, "dec_layers": 1, "d_ff": 64},
             {"max_tokens": 600, "lr": 0.001, "warmup": 10, "max_steps": 40, "eval_every": 40,
-             "save_every": 40, "keep_checkpoints": 1, "average_last": 1, "dev_sentences": 4,
-             "bf16": False, "max_len": 30, "phase2_after": 40, "sparsity_weight": 0.1,
+             "save_every": 40, "keep_checkpoints": 1, "dev_sentences": 4, "phase2_after": 40,
              "score_lr_scale": scale},
         )  # fmt: skip
         mu = load_bundle(bundle).model.scores["decoder_ffn"][1:]  # the two target languages
@@ -119,12 +120,9 @@ def test_train_one_to_many_and_serve_each_pair(tmp_path: Path) -> None:
     data = _mixed(tmp_path)
     bundle, output = _train(
         tmp_path, data, "sparse",
-        {"d_model": 64, "n_heads": 4, "enc_layers": 2, "dec_layers": 1, "d_ff": 256,
-         "dropout": 0.0, "sparse": ["ffn"], "sides": ["decoder"], "ffn_blocks": 4,
-         "ffn_active": 2},
+        {"d_model": 64, "n_heads": 4, "enc_layers": 2, "dec_layers": 1, "d_ff": 256},
         {"max_tokens": 1200, "lr": 0.01, "warmup": 50, "max_steps": 500, "eval_every": 250,
-         "save_every": 250, "keep_checkpoints": 2, "average_last": 1, "dev_sentences": 20,
-         "bf16": False, "max_len": 30, "phase2_after": 200, "sparsity_weight": 0.1,
+         "save_every": 250, "keep_checkpoints": 2, "dev_sentences": 20, "phase2_after": 200,
          "disparity_weight": 0.02, "topk_weight": 0.1},
     )  # fmt: skip
     assert "phase 2" in output and "disparity" in output
