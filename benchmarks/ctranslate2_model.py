@@ -24,7 +24,7 @@ import argparse
 import math
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
@@ -274,11 +274,17 @@ class CT2Translator:
             )
 
         out = [""] * len(sentences)
-        # CTranslate2 releases the GIL: with inter_threads replicas, that many calls run at once
-        with ThreadPoolExecutor(self.inter_threads) as pool:
-            for batch, hyps in zip(batches, pool.map(decode, batches), strict=True):
+
+        def put(decoded: Iterable[list[list[str]]]) -> None:
+            for batch, hyps in zip(batches, decoded, strict=True):
                 for i, hyp in zip(batch, hyps, strict=True):
                     out[i] = self.tokenizer.decode([self.ids[p] for p in hyp[: limits[i]]])
+
+        if self.inter_threads == 1:  # no pool: its start would count in every batch-1 time
+            put(map(decode, batches))
+        else:  # CTranslate2 releases the GIL: its inter_threads replicas decode at once
+            with ThreadPoolExecutor(self.inter_threads) as pool:
+                put(pool.map(decode, batches))
         return out
 
     def _decode(

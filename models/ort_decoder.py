@@ -61,20 +61,20 @@ class _StepGraph(nn.Module):
     """One decoding step as explicit operators, for export (not used to decode in PyTorch).
 
     Inputs: tokens `(B,)`, position `(1,)`, the order `(B,)` of the past rows each row
-    continues (beam search's reordering, done here rather than as a copy of its own), which
-    rows must end now `(B,)` (EOS alone is allowed there), the tokens each row may not emit
-    `(B, J)` (the repeat ban, padded with the pad id), N best to return (the length of a
-    `(N,)` input), source bias `(G, 1, 1, S)`, and per layer the self-attention keys/values so
-    far `(B', H, t, Dh)` and the cross-attention keys/values `(G, H, S, Dh)`. With `memory`,
-    also the memory bias `(G, 1, 1, M)`, which sentences have a memory `(G, 1, 1)` as 0/1,
-    and per layer the memory keys/values `(G, H, M, Dh)`.
+    continues (beam search's reordering, done here rather than as a copy of its own), the
+    tokens each row may not emit `(B, J)` (pad, BOS and the repeat ban, padded with the pad
+    id), N best to return (the length of a `(N,)` input), source bias `(G, 1, 1, S)`, and per
+    layer the self-attention keys/values so far `(B', H, t, Dh)` and the cross-attention
+    keys/values `(G, H, S, Dh)`. With `memory`, also the memory bias `(G, 1, 1, M)`, which
+    sentences have a memory `(G, 1, 1)` as 0/1, and per layer the memory keys/values
+    `(G, H, M, Dh)`.
     B = G*K rows: each sentence's K beams read one row of per-sentence tensors.
-    Outputs: each row's N best log-probs and their tokens `(B, N)`, best first (pad and BOS
-    never among them: `models.decoding` constrains any model's step so), each layer's
-    extended self-attention keys and values, and with `memory` the gate averaged over layers
-    `(B, 1)`. The N best, not the log-probs of the whole vocabulary: taking them and applying
-    the constraints here spared a third of the time beam search spent around a step at batch
-    1, and the copy of a `(B, V)` array out of every step.
+    Outputs: each row's N best log-probs and their tokens `(B, N)`, best first, its EOS
+    log-prob `(B,)` (a row at its length limit may emit EOS alone: `decode_candidates`), each
+    layer's extended self-attention keys and values, and with `memory` the gate averaged over
+    layers `(B, 1)`. The N best rather than the whole vocabulary's log-probs: beam search no
+    longer copies, masks and sorts a `(B, V)` array per step (about 3% of the time a sentence
+    takes, docs/decoding-speed.md).
     """
 
     def __init__(self, model: nn.Module, memory: bool) -> None:
