@@ -93,7 +93,10 @@ class CtcMtl(TwoWay, nn.Module):
             states.append(layer(states[-1], pad, seed))
         return states
 
+    def logits(self, h: Tensor) -> Tensor:
+        """Final state `(B, T, D)` -> logits `(B, T, n_labels)` (tied output)."""
+        return nn.functional.linear(self.norm(h), self.embed.weight)
+
     def project(self, h: Tensor) -> Tensor:
-        """Final state `(B, T, D)` -> log-probs `(B, T, n_labels)` in fp32 (tied output)."""
-        logits = nn.functional.linear(self.norm(h), self.embed.weight)
-        return torch.log_softmax(logits.float(), dim=-1)
+        """Final state `(B, T, D)` -> log-probs `(B, T, n_labels)` in fp32."""
+        return torch.log_softmax(self.logits(h).float(), dim=-1)

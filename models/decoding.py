@@ -474,13 +474,19 @@ def ctc_greedy(
     """
     cfg = model.config
     src = src.to(_device(model))
-    if languages is None:
-        log_probs, lengths = model.ctc_log_probs(src)
+    # a model that gives each frame's best label itself (ONNX Runtime, models.ort_ctc) copies
+    # no (B, T, V) log-probs out
+    best = getattr(model, "ctc_best_labels", None)
+    if best is not None:
+        labels, lengths = best(src) if languages is None else best(src, *languages)
     else:
-        log_probs, lengths = model.ctc_log_probs(src, *languages)
+        log_probs, lengths = (
+            model.ctc_log_probs(src) if languages is None else model.ctc_log_probs(src, *languages)
+        )
+        labels = log_probs.argmax(dim=-1)
     special = {cfg.blank_id, cfg.pad_id, cfg.bos_id, cfg.eos_id}
     out: list[list[int]] = []
-    for frames, n in zip(log_probs.argmax(dim=-1).tolist(), lengths.tolist(), strict=True):
+    for frames, n in zip(labels.tolist(), lengths.tolist(), strict=True):
         tokens, prev = [], None
         for label in frames[:n]:
             if label != prev and label not in special:

@@ -25,7 +25,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from models import ort_decoder
+from models import ort_ctc, ort_decoder
 
 # auto: see `resolve`; int8-rows: int8, each row quantized on its own; ort / ort-int8: the
 # model encoded and decoded by ONNX Runtime, float or int8 (models.ort_decoder)
@@ -37,7 +37,7 @@ AUTO_CPU = "ort-int8"
 
 def resolve(quantize: str, device: torch.device | str, model: nn.Module | None = None) -> str:
     """`quantize` for `model` on `device`: "auto" becomes ort-int8 on the CPU for a model that
-    ONNX Runtime runs (`models.ort_decoder.supports`), int8 for another, and none elsewhere;
+    ONNX Runtime runs (`ort_supports`), int8 for another, and none elsewhere;
     both CPU choices were measured within 0.3 BLEU of float on every test set
     (docs/decoding-speed.md)."""
     if quantize not in QUANTIZATIONS:
@@ -46,7 +46,20 @@ def resolve(quantize: str, device: torch.device | str, model: nn.Module | None =
         return quantize
     if torch.device(device).type != "cpu":
         return "none"
-    return AUTO_CPU if model is None or ort_decoder.supports(model) else "int8"
+    return AUTO_CPU if model is None or ort_supports(model) else "int8"
+
+
+def ort_supports(model: nn.Module) -> bool:
+    """Whether ONNX Runtime can run `model`: an autoregressive one (`models.ort_decoder`) or a
+    CTC one (`models.ort_ctc`)."""
+    return ort_decoder.supports(model) or ort_ctc.supports(model)
+
+
+def ort_model(model: nn.Module, mode: str) -> nn.Module:
+    """`model` decoded by ONNX Runtime in `mode` ("ort" or "ort-int8")."""
+    if ort_ctc.supports(model):
+        return ort_ctc.OrtCtc(model, mode)
+    return ort_decoder.OrtDecoder(model, mode)
 
 
 class RowInt8Linear(nn.Module):

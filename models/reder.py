@@ -393,12 +393,15 @@ class Reder(TwoWay, nn.Module):
         x = self.input_dropout(x, self._seed(seed))
         return self.actnorm(torch.cat([x, x], dim=-1), ~pad)
 
-    def project(self, h: Tensor) -> Tensor:
-        """Final state `(B, T, 2D)` -> log-probs `(B, T, n_labels)` in fp32: ActNorm reversed,
-        halves averaged (the code's form; the paper's concatenation is this x 2), tied output."""
+    def logits(self, h: Tensor) -> Tensor:
+        """Final state `(B, T, 2D)` -> logits `(B, T, n_labels)`: ActNorm reversed, halves
+        averaged (the code's form; the paper's concatenation is this x 2), tied output."""
         h1, h2 = self.actnorm.reverse(h).chunk(2, dim=-1)
-        logits = F.linear((h1 + h2) / 2, self.embed.weight)
-        return torch.log_softmax(logits.float(), dim=-1)
+        return F.linear((h1 + h2) / 2, self.embed.weight)
+
+    def project(self, h: Tensor) -> Tensor:
+        """Final state `(B, T, 2D)` -> log-probs `(B, T, n_labels)` in fp32."""
+        return torch.log_softmax(self.logits(h).float(), dim=-1)
 
     def _plan(self, source_lang: str, target_lang: str) -> list[tuple[ReversibleLayer, bool]]:
         """(layer, regular form?) in execution order for source→target: a palindrome."""

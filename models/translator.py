@@ -25,9 +25,10 @@ from models.data import pad_batch
 from models.decoding import RepeatBan, Repeats, beam_search, ctc_greedy, greedy
 from models.devices import decode_autocast_dtype
 from models.layers import EncoderState
+from models.ort_ctc import OrtCtc
 from models.ort_decoder import ORT_MODES, OrtDecoder, thread_budget
 from models.output_checks import repeated
-from models.quantize import quantize_int8, resolve
+from models.quantize import ort_model, quantize_int8, resolve
 from models.semiparametric import Neighbours
 from models.tokenizer import ByteTokenizer, Tokenizer, load_tokenizer
 
@@ -143,7 +144,7 @@ class Translator:
         if quantize in ("int8", "int8-rows"):
             model = quantize_int8(bundle.model, per_row=quantize == "int8-rows")
         elif quantize in ORT_MODES:
-            model = OrtDecoder(bundle.model, quantize)
+            model = ort_model(bundle.model, quantize)
         else:
             model = bundle.model
         return cls(
@@ -265,7 +266,7 @@ class Translator:
     def _workers(self, batches: int) -> int:
         """How many batches to decode at once: one per thread for an ONNX Runtime model on
         the CPU (its graphs and gates are safe to share), else one."""
-        if not isinstance(self.model, OrtDecoder) or batches < 2:
+        if not isinstance(self.model, OrtDecoder | OrtCtc) or batches < 2:
             return 1
         return max(1, min(torch.get_num_threads(), batches))
 

@@ -116,6 +116,13 @@ def test_train_command_learns_both_directions_writes_a_duplex_bundle_and_resumes
     to_en = to_german.for_pair("de", "en").translate(de, opts)
     assert _exact(to_de, de) >= 0.9, list(zip(to_de, de, strict=True))[:5]
     assert _exact(to_en, en) >= 0.9, list(zip(to_en, en, strict=True))[:5]
+    # ONNX Runtime, as the service decodes on the CPU: float exactly as PyTorch, int8 as well
+    ort = Translator.from_bundle(out, quantize="ort")
+    assert ort.translate(en, opts) == to_de
+    assert ort.for_pair("de", "en").translate(de, opts) == to_en
+    int8 = Translator.from_bundle(out, quantize="ort-int8")
+    assert _exact(int8.translate(en, opts), de) >= 0.9
+    assert _exact(int8.for_pair("de", "en").translate(de, opts), en) >= 0.9
     # `ragmt eval --source-lang de` scores the other direction against the English side
     for lang in ("en", "de"):
         report = tmp_path / f"eval-{lang}"
