@@ -494,3 +494,76 @@ def ctc_greedy(
             prev = label
         out.append(tokens)
     return out
+
+
+@torch.inference_mode()
+def ctc_nbest(
+    model: nn.Module, src: Tensor, languages: tuple[str, str] | None, beam: int
+) -> list[list[tuple[list[int], float]]]:
+    """CTC prefix beam search (`models.ctc.prefix_beam_search`) per sentence: up to `beam`
+    labellings with their log-probs summed over alignments, best first. Pad, BOS and EOS are
+    never emitted (the greedy path drops them; here they get no probability)."""
+    from models.ctc import batch_prefix_beam_search
+
+    cfg = model.config
+    src = src.to(_device(model))
+    log_probs, lengths = (
+        model.ctc_log_probs(src) if languages is None else model.ctc_log_probs(src, *languages)
+    )
+    log_probs = log_probs.float().clone()
+    for label in {cfg.pad_id, cfg.bos_id, cfg.eos_id} - {cfg.blank_id}:
+        log_probs[..., label] = -math.inf
+    return batch_prefix_beam_search(log_probs, lengths, cfg.blank_id, beam)
+
+
+@torch.inference_mode()
+def sequence_scores(teacher: nn.Module, src: Tensor, hyps: Sequence[Sequence[int]]) -> Tensor:
+    """An autoregressive model's length-normalised log-probability of each hypothesis given its
+    source: the mean over the hypothesis's tokens and EOS of log p(token | source, prefix),
+    teacher-forced in one batched pass. src `(N, S)` right-padded (row i is hyps[i]'s source);
+    returns `(N,)` float32. A model decoded by ONNX Runtime is scored by its float model."""
+    teacher = getattr(teacher, "float_model", teacher)
+    if getattr(teacher, "uses_memory", False) or not hasattr(teacher, "decode"):
+        raise ValueError(f"{type(teacher).__name__} cannot score hypotheses without a memory")
+    cfg = teacher.config
+    device = _device(teacher)
+    width = max((len(h) for h in hyps), default=0) + 1
+    tgt_in = torch.full((len(hyps), width), cfg.pad_id, dtype=torch.long)
+    tgt_out = torch.full((len(hyps), width), cfg.pad_id, dtype=torch.long)
+    for i, h in enumerate(hyps):
+        tgt_in[i, 0] = cfg.bos_id
+        tgt_in[i, 1 : len(h) + 1] = torch.tensor(h, dtype=torch.long)
+        tgt_out[i, : len(h)] = torch.tensor(h, dtype=torch.long)
+        tgt_out[i, len(h)] = cfg.eos_id
+    tgt_in, tgt_out = tgt_in.to(device), tgt_out.to(device)
+    logits = teacher.decode(tgt_in, teacher.encode(src.to(device)))
+    token_lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt_out[..., None])[..., 0]
+    keep = tgt_out.ne(cfg.pad_id)
+    return (token_lp * keep).sum(dim=1) / keep.sum(dim=1)
+
+
+def ctc_rerank(
+    model: nn.Module,
+    src: Tensor,
+    languages: tuple[str, str] | None,
+    beam: int,
+    teacher: nn.Module | None = None,
+) -> list[list[int]]:
+    """CTC prefix beam search, the best of each sentence's n-best by the teacher's
+    length-normalised log-probability (`sequence_scores`; the paper's AT re-ranking), or by
+    its CTC log-probability without a teacher. A sentence without any labelling of nonzero
+    probability gets an empty translation."""
+    nbest = ctc_nbest(model, src, languages, beam)
+    if teacher is None:
+        return [n[0][0] if n else [] for n in nbest]
+    rows = [i for i, n in enumerate(nbest) for _ in n]
+    hyps = [h for n in nbest for h, _ in n]
+    if not hyps:
+        return [[] for _ in nbest]
+    sources = src[torch.tensor(rows)]  # each candidate's source
+    scores = sequence_scores(teacher, sources, hyps).tolist()
+    best: dict[int, tuple[float, list[int]]] = {}
+    for row, hyp, score in zip(rows, hyps, scores, strict=True):
+        if row not in best or score > best[row][0]:  # the first of equal scores: CTC's order
+            best[row] = (score, hyp)
+    return [best[i][1] if i in best else [] for i in range(len(nbest))]

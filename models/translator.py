@@ -22,7 +22,7 @@ from torch.nn.utils.rnn import pad_sequence
 from models import defaults
 from models.bundle import SPM_FILE, LoadedBundle, ModelCard, load_bundle, model_card
 from models.data import pad_batch
-from models.decoding import RepeatBan, Repeats, beam_search, ctc_greedy, greedy
+from models.decoding import RepeatBan, Repeats, beam_search, ctc_greedy, ctc_rerank, greedy
 from models.devices import decode_autocast_dtype
 from models.layers import EncoderState
 from models.ort_ctc import OrtCtc
@@ -30,7 +30,7 @@ from models.ort_decoder import ORT_MODES, OrtDecoder, thread_budget
 from models.output_checks import repeated
 from models.quantize import ort_model, quantize_int8, resolve
 from models.semiparametric import Neighbours
-from models.tokenizer import ByteTokenizer, Tokenizer, load_tokenizer
+from models.tokenizer import ByteTokenizer, Tokenizer, load_tokenizer, tokenizer_id
 
 TOKENIZER_FILE = SPM_FILE  # a SentencePiece bundle's tokenizer
 # The committed English->German bundles: the semi-parametric model (issue 4) is served, and
@@ -59,10 +59,13 @@ class Translation:
 class DecodeOptions:
     """Every option of the translation path, with the one set of defaults (models.defaults).
 
-    beam_size 1 decodes greedily; a CTC model ignores the beam and the length penalty.
+    beam_size 1 decodes greedily; a CTC model ignores the beam and the length penalty and
+    decodes greedily unless `ctc_beam` asks for a prefix beam search (its n-best re-ranked by
+    the translator's teacher for the pair, when it has one: `Translator.with_teacher`).
     """
 
     beam_size: int = defaults.BEAM_SIZE
+    ctc_beam: int = 1
     length_penalty: float = defaults.LENGTH_PENALTY  # GNMT exponent
     max_len_a: float = 1.5
     max_len_b: int = 10
@@ -79,8 +82,8 @@ class DecodeOptions:
     format: str = "text"
 
     def __post_init__(self) -> None:
-        if self.beam_size < 1 or self.batch_size < 1 or self.neighbours_k < 1:
-            raise ValueError("beam_size, batch_size and neighbours_k must be at least 1")
+        if min(self.beam_size, self.ctc_beam, self.batch_size, self.neighbours_k) < 1:
+            raise ValueError("beam_size, ctc_beam, batch_size and neighbours_k must be at least 1")
         if self.format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.format!r}")
         if self.block_repeats < 0:
@@ -122,6 +125,8 @@ class Translator:
         # language, so a request tokenises only the neighbours it has not met before (about
         # a millisecond a sentence at batch 1 otherwise, as long as retrieving them).
         self._pieces = functools.lru_cache(maxsize=NEIGHBOUR_PIECES)(self._encode_pieces)
+        # autoregressive models that re-rank a CTC model's n-best, by (source, target)
+        self.teachers: dict[tuple[str, str], nn.Module] = {}
 
     @classmethod
     def from_bundle(
@@ -156,6 +161,22 @@ class Translator:
             uses_memory=card.uses_memory,
             card=card,
         )
+
+    def with_teacher(self, teacher: Translator) -> Translator:
+        """This CTC translator with `teacher` (an autoregressive translator of one of its pairs,
+        over the same vocabulary) re-ranking its prefix beam search for that pair
+        (`DecodeOptions.ctc_beam`); ValueError when they do not fit together."""
+        pair = (teacher.source_lang, teacher.target_lang)
+        if self.decoding != "ctc" or teacher.decoding != "autoregressive":
+            raise ValueError("a teacher re-ranks a CTC model's n-best: it must be autoregressive")
+        own = ((self.source_lang, self.target_lang),)
+        if pair not in (self.card.pairs if self.card is not None else own):
+            raise ValueError(f"the teacher translates {pair[0]}->{pair[1]}; the model does not")
+        if tokenizer_id(teacher.tokenizer) != tokenizer_id(self.tokenizer):
+            raise ValueError("the teacher's vocabulary is not the model's: its scores do not apply")
+        other = copy.copy(self)
+        other.teachers = {**self.teachers, pair: teacher.model}
+        return other
 
     def for_pair(self, source: str, target: str) -> Translator:
         """This translator for another of the model's pairs (a many-to-English model serves
@@ -232,7 +253,8 @@ class Translator:
             row_gates: list[float | None] | None = [] if gates and nb is not None else None
             repeats = self._repeat_ban(src, options.block_repeats, [texts[i] for i in chunk])
             languages = (self.source_lang, self.target_lang)
-            batch = DecodeBatch(src, options, nb, source, row_gates, repeats, languages)
+            batch = DecodeBatch(src, options, nb, source, row_gates, repeats, languages,
+                                self.teachers.get(languages))  # fmt: skip
             with torch.inference_mode(), self._autocast(src.device):
                 hyps = strategy(self.model, batch)
             for j, (i, hyp) in enumerate(zip(chunk, hyps, strict=True)):
@@ -360,6 +382,7 @@ class DecodeBatch:
     gates: list[float | None] | None  # filled with each row's mean gate when not None
     repeats: RepeatBan | None = None  # back-to-back repeats forbidden (autoregressive only)
     languages: tuple[str, str] | None = None  # (source, target) being translated
+    teacher: nn.Module | None = None  # re-ranks a CTC prefix beam search's n-best
 
 
 def _autoregressive(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
@@ -399,7 +422,10 @@ def _ctc(model: nn.Module, b: DecodeBatch) -> list[list[int]]:
     that runs several ways (`directional`, REDER) is told the pair."""
     if b.gates is not None:
         b.gates.extend([None] * b.src.size(0))
-    return ctc_greedy(model, b.src, b.languages if getattr(model, "directional", False) else None)
+    languages = b.languages if getattr(model, "directional", False) else None
+    if b.options.ctc_beam > 1:
+        return ctc_rerank(model, b.src, languages, b.options.ctc_beam, b.teacher)
+    return ctc_greedy(model, b.src, languages)
 
 
 # Decoding strategy by the name a bundle declares (models.registry.DECODING_KINDS).

@@ -430,6 +430,18 @@ def translate(
     target_lang: str = typer.Option(
         None, help="the target language, for a model into several (default: its first pair's)"
     ),
+    ctc_beam: int = typer.Option(
+        1,
+        min=1,
+        max=100,
+        help="CTC models (reder): prefix beam search over this many "
+        "prefixes (1: greedy), re-ranked by --teacher when given",
+    ),
+    teacher: Path = typer.Option(
+        None,
+        help="CTC models: an autoregressive bundle of the pair being translated that "
+        "re-ranks the prefix beam search's n-best (its length-normalised log-probability)",
+    ),
 ) -> None:
     """Translate sentences, one a line, with the same call the service uses.
 
@@ -457,6 +469,7 @@ def translate(
     except ValueError as e:
         _fail(str(e))
     translator = _pick_pair(translator, source_lang, target_lang)
+    translator = _with_teacher(translator, teacher, ctc_beam)
     retrieve = None
     if domain is not None:
         retriever = _domain_retriever(domain, stores, retrieval_model, bundle)
@@ -464,8 +477,9 @@ def translate(
         if not translator.uses_memory:
             _log("note: this model has no retrieval memory; neighbours do not change its output")
     options = _options(
-        beam, length_penalty, batch_size, split_sentences, neighbours, block_repeats, keep_literals
-    )
+        beam, length_penalty, batch_size, split_sentences, neighbours, block_repeats, keep_literals,
+        ctc_beam,
+    )  # fmt: skip
 
     def run(lines: list[str], bar: tqdm | None = None) -> list[str]:
         progress = bar.update if bar is not None else None
@@ -509,6 +523,28 @@ def _pick_pair(translator: Any, source_lang: str | None, target_lang: str | None
         _fail(str(e))
 
 
+def _with_teacher(translator: Any, teacher: Path | None, ctc_beam: int) -> Any:
+    """The translator with `teacher` re-ranking its CTC n-best, or a clear failure."""
+    if teacher is None:
+        return translator
+    from models.artifacts import ArtifactError
+    from models.translator import Translator
+
+    if translator.decoding != "ctc":
+        _fail("--teacher re-ranks a CTC model's n-best; this model decodes autoregressively")
+    if ctc_beam < 2:
+        _fail("--teacher needs --ctc-beam 2 or more: greedy CTC has one candidate")
+    try:  # float: the teacher only scores candidates, one teacher-forced pass
+        scorer = Translator.from_bundle(teacher, quantize="none")
+    except ArtifactError as e:
+        _fail(str(e))
+    try:
+        scorer = scorer.for_pair(translator.source_lang, translator.target_lang)
+        return translator.with_teacher(scorer)
+    except ValueError as e:
+        _fail(f"--teacher {teacher}: {e}")
+
+
 def _options(
     beam: int,
     length_penalty: float,
@@ -517,12 +553,14 @@ def _options(
     neighbours: int,
     block_repeats: int = defaults.BLOCK_REPEATS,
     keep_literals: bool = defaults.KEEP_LITERALS,
+    ctc_beam: int = 1,
 ) -> Any:
     """The command line's decoding options as the pipeline's one `DecodeOptions`."""
     from models.translator import DecodeOptions
 
     return DecodeOptions(
         beam_size=beam,
+        ctc_beam=ctc_beam,
         length_penalty=length_penalty,
         batch_size=batch_size,
         split_sentences=split_sentences,
@@ -604,6 +642,18 @@ def evaluate_cmd(
         "in float, int8: PyTorch int8 decoder (models/quantize.py), int8-rows (no output depends "
         "on its batch), none (PyTorch float), or auto: ort-int8 on the CPU where the model has it",
     ),
+    ctc_beam: int = typer.Option(
+        1,
+        min=1,
+        max=100,
+        help="CTC models (reder): prefix beam search over this many "
+        "prefixes (1: greedy), re-ranked by --teacher when given",
+    ),
+    teacher: Path = typer.Option(
+        None,
+        help="CTC models: an autoregressive bundle of the pair being translated that "
+        "re-ranks the prefix beam search's n-best (its length-normalised log-probability)",
+    ),
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
     from index_builder.retrieval.encoder import bundle_sha256
@@ -628,6 +678,7 @@ def evaluate_cmd(
         _fail(str(e))
     translator_device = next(loaded.model.parameters()).device
     translator = _pick_pair(translator, source_lang, target_lang)
+    translator = _with_teacher(translator, teacher, ctc_beam)
     if store is not None and stores is None:
         _fail("--store needs --stores")
     if stores is not None and not translator.uses_memory:
@@ -660,8 +711,9 @@ def evaluate_cmd(
     stem = (out.with_suffix("") if out.suffix in (".json", ".md") else out) if out else None
     hyp_dir = stem.parent / f"{stem.name}-hyps" if stem else None
     options = _options(
-        beam, length_penalty, batch_size, split_sentences, neighbours, block_repeats, keep_literals
-    )
+        beam, length_penalty, batch_size, split_sentences, neighbours, block_repeats, keep_literals,
+        ctc_beam,
+    )  # fmt: skip
     results = evaluate(
         translator,
         data,
@@ -690,6 +742,12 @@ def evaluate_cmd(
             "neighbours_k": neighbours if stores is not None else None,
             "quantize": resolve(quantize, translator_device, loaded.model),
         }
+        if translator.decoding == "ctc":
+            decoding["ctc_beam"] = ctc_beam
+            if teacher is not None:
+                teacher_manifest = json.loads((teacher / "manifest.json").read_text())
+                decoding["teacher"] = {"path": str(teacher),
+                                       "sha256": bundle_sha256(teacher_manifest)}  # fmt: skip
         model_info = {
             "path": str(bundle),
             "sha256": bundle_sha256(loaded.manifest),

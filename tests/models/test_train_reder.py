@@ -12,11 +12,12 @@ import torch
 from typer.testing import CliRunner
 
 from models import ctc
-from models.bundle import load_bundle
+from models.bundle import load_bundle, save_bundle
 from models.reder import Reder, RederConfig
 from models.tokenizer import Tokenizer
 from models.train import TrainConfig, TrainData, served_pairs, train
 from models.train_reder import check_distillation, cycle_loss, direction_losses, fba_loss
+from models.transformer import Transformer, TransformerConfig
 from models.translator import DecodeOptions, Translator
 from service.cli import app
 from tests.toy import toy_pairs
@@ -134,6 +135,26 @@ def test_train_command_learns_both_directions_writes_a_duplex_bundle_and_resumes
         assert scored["bleu"] > 80, (lang, scored["bleu"])
         hyp = "de" if lang == "en" else "en"
         assert (tmp_path / f"eval-{lang}-hyps" / f"general.dev.hyp.{hyp}").is_file()
+
+    # --ctc-beam with a --teacher: an autoregressive bundle over the same vocabulary re-ranks
+    # the n-best, and the record says so; a teacher of another pair is refused by name
+    teacher = tmp_path / "teacher"
+    torch.manual_seed(0)
+    sizes = {"d_model": 16, "n_heads": 2, "d_ff": 32, "enc_layers": 1, "dec_layers": 1}
+    tiny = Transformer(TransformerConfig(vocab_size=bundle.model.config.vocab_size, **sizes))
+    save_bundle(teacher, tiny, "transformer", languages={"source": "de", "target": "en"},
+                extra_files={"spm.model": out / "spm.model"})  # fmt: skip
+    results = tmp_path / "reranked.jsonl"
+    res = runner.invoke(app, ["eval", "--model", str(out), "--data", str(data), "--domains",
+                              "general", "--split", "dev", "--source-lang", "de", "--ctc-beam",
+                              "4", "--teacher", str(teacher), "--results", str(results),
+                              "--block-repeats", "0"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    decoding = json.loads(results.read_text().splitlines()[0])["decoding"]
+    assert decoding["ctc_beam"] == 4 and decoding["teacher"]["path"] == str(teacher)
+    res = runner.invoke(app, ["translate", "--model", str(out), "--ctc-beam", "4",
+                              "--teacher", str(teacher)], input="eins zwei\n")  # fmt: skip
+    assert res.exit_code != 0 and "translates de->en, not en->de" in res.output
 
     res = runner.invoke(app, [*args, "--max-steps", "225"])
     assert res.exit_code == 0, res.output
