@@ -3,6 +3,8 @@ the CTC feasibility filter and its count, the stop-gradients of the two auxiliar
 distillation files, and the TrainConfig fields only a CTC duplex model takes."""
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
@@ -155,6 +157,16 @@ def test_train_command_learns_both_directions_writes_a_duplex_bundle_and_resumes
     res = runner.invoke(app, ["translate", "--model", str(out), "--ctc-beam", "4",
                               "--teacher", str(teacher)], input="eins zwei\n")  # fmt: skip
     assert res.exit_code != 0 and "translates de->en, not en->de" in res.output
+
+    # reversibility: each dev side there and back by the same checkpoint, one record each
+    script = Path(__file__).resolve().parents[2] / "experiments" / "reder_reversibility.py"
+    trips = tmp_path / "reversibility.jsonl"
+    done = subprocess.run([sys.executable, str(script), "--model", str(out), "--data", str(data),
+                           "--results", str(trips)], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in trips.read_text().splitlines()]
+    assert [r["start_lang"] for r in records] == ["de", "en"]
+    assert all(r["bleu"] > 80 and r["forward_bleu"] > 80 for r in records), records
 
     res = runner.invoke(app, [*args, "--max-steps", "225"])
     assert res.exit_code == 0, res.output
