@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Issue 29's served-model track on the general English-German pool, end to end and resumable
+# (each stage skips what it already made): the German->English teacher (the baseline's recipe,
+# the other way), REDER-small trained on both directions at once, and every evaluation, recorded
+# for `ragmt report docs/reder.md`:
+#
+#   bash experiments/reder-general.sh
+#
+# - teachers: en->de is the committed baseline (models/baseline_bundle); de->en is trained here
+#   with the baseline's config and tokenizer (the joint SentencePiece model of the pool, which
+#   the run trains again bit for bit);
+# - REDER on the raw pairs (no distillation yet), greedy CTC as served (ONNX Runtime int8) and
+#   in float, and prefix beam search re-ranked by the teacher of each direction;
+# - each system on every test set (general, bible, medical, software-docs) in each direction it
+#   translates; reversibility on general dev; speed against the teacher at beam 4.
+#
+# Settings (environment): DATA prepared corpora; WORK output dir; HOURS each training's time
+# budget (both run at once, one thread each); REDER_AUX_AFTER the update the agreement and cycle
+# losses start from; CTC_BEAM the re-ranked beam. Results: $WORK/results.jsonl.
+set -euo pipefail
+DATA=${DATA:-data/en-de}
+WORK=${WORK:-runs/reder-general}
+HOURS=${HOURS:-1.7}
+REDER_AUX_AFTER=${REDER_AUX_AFTER:-800}
+CTC_BEAM=${CTC_BEAM:-10}
+TEACHER_EN_DE=${TEACHER_EN_DE:-models/baseline_bundle}
+RESULTS=$WORK/results.jsonl
+DOMAINS=general,bible,medical,software-docs
+mkdir -p "$WORK/configs" "$WORK/eval"
+
+# 1. The configs: the shipped ones, one thread each, the time budget.
+python - "$WORK/configs" "$HOURS" "$REDER_AUX_AFTER" <<'PY'
+import json, sys
+out, hours, aux_after = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+teacher = json.load(open("models/configs/transformer-en-de.json"))
+teacher |= {"threads": 1, "max_hours": hours}
+json.dump(teacher, open(f"{out}/teacher-de-en.json", "w"), indent=2)
+reder = json.load(open("models/configs/reder-small-en-de.json"))
+reder |= {"threads": 1, "max_hours": hours, "aux_after": aux_after, "eval_every": 200}
+json.dump(reder, open(f"{out}/reder.json", "w"), indent=2)
+PY
+
+# 2. Both trainings at once, one core each.
+train() {  # name, extra arguments
+  local name=$1; shift
+  [ -f "$WORK/$name/bundle/manifest.json" ] && return
+  ragmt train --data "$DATA" --domain general --config "$WORK/configs/$name.json" \
+    --run "$WORK/$name" --out "$WORK/$name/bundle" "$@" > "$WORK/$name.log" 2>&1
+}
+train teacher-de-en --source-lang de &
+train reder &
+wait
+
+# 3. Every system on every test set, each direction it translates.
+evaluate() {  # system name, source language, ragmt eval arguments
+  local name=$1 lang=$2; shift 2
+  local mark="$WORK/eval/$name.$lang.done"
+  [ -f "$mark" ] && return
+  ragmt eval --data "$DATA" --domains "$DOMAINS" --source-lang "$lang" --results "$RESULTS" \
+    --system "$name" --out "$WORK/eval/$name.$lang" "$@"
+  touch "$mark"
+}
+evaluate "teacher beam 4" en --model "$TEACHER_EN_DE" --beam 4
+evaluate "teacher beam 4" de --model "$WORK/teacher-de-en/bundle" --beam 4
+for lang in en de; do
+  evaluate "REDER greedy, ort-int8" "$lang" --model "$WORK/reder/bundle"
+  evaluate "REDER greedy, float" "$lang" --model "$WORK/reder/bundle" --quantize none
+done
+evaluate "REDER beam $CTC_BEAM + teacher" en --model "$WORK/reder/bundle" \
+  --ctc-beam "$CTC_BEAM" --teacher "$TEACHER_EN_DE"
+evaluate "REDER beam $CTC_BEAM + teacher" de --model "$WORK/reder/bundle" \
+  --ctc-beam "$CTC_BEAM" --teacher "$WORK/teacher-de-en/bundle"
+
+# 4. Reversibility: general dev there and back by the one checkpoint.
+if [ ! -f "$WORK/eval/reversibility.done" ]; then
+  python experiments/reder_reversibility.py --model "$WORK/reder/bundle" --data "$DATA" \
+    --system "REDER greedy, ort-int8" --results "$RESULTS"
+  touch "$WORK/eval/reversibility.done"
+fi
+
+# 5. Speed: greedy REDER against the teacher at beam 4 on one thread, general test sources.
+if [ ! -f "$WORK/eval/speed.done" ]; then
+  python -m benchmarks.reder_speed --reder "$WORK/reder/bundle" --teacher "$TEACHER_EN_DE" \
+    --data "$DATA" --domain general --threads 1 --results "$RESULTS"
+  touch "$WORK/eval/speed.done"
+fi
+echo "results: $RESULTS"
