@@ -78,11 +78,13 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|")
     for name, r in rows.items():
         up_p50 = r["p50_ms"] / rows[reder_name]["p50_ms"]
-        up_tps = rows[reder_name]["pieces_per_s"] / r["pieces_per_s"]
+        # a system that emitted no piece (an untrained model) has no rate to compare
+        rate = r["pieces_per_s"]
+        up_tps = rows[reder_name]["pieces_per_s"] / rate if rate else None
         r |= {"reder_speedup_p50": up_p50, "reder_speedup_pieces": up_tps}
         print(
             f"| {name} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['pieces_per_s']:.0f} "
-            f"| {up_p50:.1f}x | {up_tps:.1f}x |"
+            f"| {up_p50:.1f}x | {'-' if up_tps is None else f'{up_tps:.1f}x'} |"
         )
         write_record(
             args.results, fields, system=name, threads=args.threads, domain=args.domain,

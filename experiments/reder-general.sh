@@ -7,8 +7,7 @@
 #   bash experiments/reder-general.sh
 #
 # - teachers: en->de is the committed baseline (models/baseline_bundle); de->en is trained here
-#   with the baseline's config and tokenizer (the joint SentencePiece model of the pool, which
-#   the run trains again bit for bit);
+#   with the baseline's config and its tokenizer (the joint SentencePiece model of the pool);
 # - REDER on the raw pairs (no distillation yet), greedy CTC as served (ONNX Runtime int8) and
 #   in float, and prefix beam search re-ranked by the teacher of each direction;
 # - each system on every test set (general, bible, medical, software-docs) in each direction it
@@ -16,7 +15,9 @@
 #
 # Settings (environment): DATA prepared corpora; WORK output dir; HOURS each training's time
 # budget (both run at once, one thread each); REDER_AUX_AFTER the update the agreement and cycle
-# losses start from; CTC_BEAM the re-ranked beam. Results: $WORK/results.jsonl.
+# losses start from; CTC_BEAM the re-ranked beam; TEACHER_EN_DE the en->de teacher;
+# TEACHER_CONFIG and REDER_CONFIG the training configs, STEPS a step budget for both (a quick
+# pass), VOCAB the joint SentencePiece vocabulary. Results: $WORK/results.jsonl.
 set -euo pipefail
 DATA=${DATA:-data/en-de}
 WORK=${WORK:-runs/reder-general}
@@ -24,32 +25,43 @@ HOURS=${HOURS:-1.7}
 REDER_AUX_AFTER=${REDER_AUX_AFTER:-800}
 CTC_BEAM=${CTC_BEAM:-10}
 TEACHER_EN_DE=${TEACHER_EN_DE:-models/baseline_bundle}
+TEACHER_CONFIG=${TEACHER_CONFIG:-models/configs/transformer-en-de.json}
+REDER_CONFIG=${REDER_CONFIG:-models/configs/reder-small-en-de.json}
+STEPS=${STEPS:-}
+VOCAB=${VOCAB:-8000}
 RESULTS=$WORK/results.jsonl
 DOMAINS=general,bible,medical,software-docs
 mkdir -p "$WORK/configs" "$WORK/eval"
 
 # 1. The configs: the shipped ones, one thread each, the time budget.
-python - "$WORK/configs" "$HOURS" "$REDER_AUX_AFTER" <<'PY'
+python - "$WORK/configs" "$HOURS" "$REDER_AUX_AFTER" "$TEACHER_CONFIG" "$REDER_CONFIG" \
+  "$STEPS" <<'PY'
 import json, sys
-out, hours, aux_after = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
-teacher = json.load(open("models/configs/transformer-en-de.json"))
-teacher |= {"threads": 1, "max_hours": hours}
+out, hours, aux_after, teacher_cfg, reder_cfg, steps = sys.argv[1:]
+budget = {"threads": 1, "max_hours": float(hours)} | ({"max_steps": int(steps)} if steps else {})
+teacher = json.load(open(teacher_cfg)) | budget
 json.dump(teacher, open(f"{out}/teacher-de-en.json", "w"), indent=2)
-reder = json.load(open("models/configs/reder-small-en-de.json"))
-reder |= {"threads": 1, "max_hours": hours, "aux_after": aux_after, "eval_every": 200}
+reder = json.load(open(reder_cfg)) | budget | {"aux_after": int(aux_after), "eval_every": 200}
 json.dump(reder, open(f"{out}/reder.json", "w"), indent=2)
 PY
 
-# 2. Both trainings at once, one core each.
+# 2. Both trainings at once, one core each, over the en->de teacher's vocabulary (a run reuses
+# the spm.model it finds), so that each teacher can re-rank REDER's candidates.
 train() {  # name, extra arguments
   local name=$1; shift
   [ -f "$WORK/$name/bundle/manifest.json" ] && return
+  mkdir -p "$WORK/$name"
+  [ -f "$WORK/$name/spm.model" ] || cp "$TEACHER_EN_DE/spm.model" "$WORK/$name/spm.model"
   ragmt train --data "$DATA" --domain general --config "$WORK/configs/$name.json" \
-    --run "$WORK/$name" --out "$WORK/$name/bundle" "$@" > "$WORK/$name.log" 2>&1
+    --vocab-size "$VOCAB" --run "$WORK/$name" --out "$WORK/$name/bundle" "$@" \
+    > "$WORK/$name.log" 2>&1
 }
 train teacher-de-en --source-lang de &
+teacher=$!
 train reder &
-wait
+reder=$!
+wait "$teacher"  # each one's failure stops the script (a bare `wait` would hide it)
+wait "$reder"
 
 # 3. Every system on every test set, each direction it translates.
 evaluate() {  # system name, source language, ragmt eval arguments
