@@ -69,3 +69,16 @@ def test_the_ast_configs_compare_at_equal_active_and_equal_total_size() -> None:
     for target in ("de", "zh"):
         assert m.active_parameters("en", target) == models["dense"].active_parameters("en", target)
     assert (sparse.sparsity_weight, sparse.disparity_weight, sparse.topk_weight) == (0.1, 0.02, 0.1)
+
+
+def test_the_gpu_reder_config_is_the_papers_width_and_comes_back_from_the_device() -> None:
+    """REDER-base (experiments/reder_gpu.py): the released IWSLT model's shape (d 512, FFN 1024,
+    4 heads, 6 layers per end), stage 2 after 60% of its step budget, and fp16 weights that
+    fit the 64 MiB the device returns, with room for the rest."""
+    cfg = _config("reder-base-en-de.json")
+    model = build_model(cfg.arch, {"vocab_size": 8000, "max_len": cfg.max_len + 2, **cfg.model})
+    c = model.config
+    assert (c.d_model, c.d_ff, c.n_heads, c.layers_per_end) == (512, 1024, 4, 6)
+    assert cfg.aux_after == round(0.6 * cfg.max_steps) and cfg.fba_weight == cfg.cc_weight == 0.1
+    fp16_bytes = 2 * sum(p.numel() for p in model.parameters())
+    assert fp16_bytes < 60 * 2**20, fp16_bytes
