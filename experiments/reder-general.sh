@@ -75,6 +75,10 @@ evaluate() {  # system name, source language, ragmt eval arguments
     --system "$name" --out "$WORK/eval/$name.$lang" "$@"
   touch "$mark"
 }
+if [ ! -f "$WORK/eval/copy.done" ]; then  # the floor: each source as its own translation
+  python experiments/copy_baseline.py --data "$DATA" --results "$RESULTS"
+  touch "$WORK/eval/copy.done"
+fi
 evaluate "teacher beam 4" en --model "$TEACHER_EN_DE" --beam 4
 evaluate "teacher beam 4" de --model "$WORK/teacher-de-en/bundle" --beam 4
 for lang in en de; do

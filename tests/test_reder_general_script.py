@@ -45,8 +45,8 @@ def test_reder_general_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> Non
     records = [json.loads(line) for line in (work / "results.jsonl").read_text().splitlines()]
     evals = [r for r in records if r["kind"] == "eval"]
     seen = {(r["system"], r["languages"]["source"], r["domain"]) for r in evals}
-    systems = ["teacher beam 4", "REDER greedy, ort-int8", "REDER greedy, float",
-               "REDER beam 3 + teacher"]  # fmt: skip
+    systems = ["source copied (no model)", "teacher beam 4", "REDER greedy, ort-int8",
+               "REDER greedy, float", "REDER beam 3 + teacher"]  # fmt: skip
     assert seen == {(s, lang, d) for s in systems for lang in ("en", "de") for d in DOMAINS}
     reranked = [r for r in evals if r["system"] == "REDER beam 3 + teacher"]
     teachers = {r["languages"]["source"]: r["decoding"]["teacher"]["path"] for r in reranked}
