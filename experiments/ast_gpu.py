@@ -32,23 +32,23 @@ from pathlib import Path
 
 import torch
 
-from models import pipeline
 from models.bundle import load_bundle
 from models.evaluate import evaluate
 from models.results import eval_records, git_state
 from models.tokenizer import Tokenizer
 from models.train import TrainConfig, TrainData, finalize, train
-from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
-
-PART = 15 * 2**20  # bytes a returned file part holds (the device returns files of 16 MiB)
+from models.translator import DecodeOptions, Translator
 
 
-def _selection_module():  # experiments/ is not a package
-    path = Path(__file__).resolve().parent / "ast_selection.py"
-    spec = importlib.util.spec_from_file_location("ast_selection", path)
+def _experiment(name: str):  # experiments/ is not a package
+    path = Path(__file__).resolve().parent / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module
+
+
+shared = _experiment("device_return")
 
 
 def _data(work: Path) -> TrainData:
@@ -60,28 +60,6 @@ def _data(work: Path) -> TrainData:
         pairs=tuple(tuple(p) for p in manifest["pairs"]),
         train_pairs=d / "train.pairs", dev_pairs=d / "dev.pairs",
     )  # fmt: skip
-
-
-def cuda_check(out: Path, sentences: list[str], log) -> dict:
-    """The served bundle decoding on this device against the CPU: the same sentences, greedy
-    and beam 4, and whether the outputs agree (half precision on CUDA may change a few)."""
-    found: dict = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-    if not torch.cuda.is_available():
-        return found
-    cpu = Translator.from_bundle(DEFAULT_BUNDLE, quantize="none")
-    gpu = Translator.from_bundle(DEFAULT_BUNDLE, device="cuda")
-    for beam in (1, 4):
-        options = DecodeOptions(beam_size=beam, batch_size=32)
-        outs = {}
-        for name, t in (("cpu", cpu), ("cuda", gpu)):
-            start = time.perf_counter()
-            outs[name] = [o.text for o in pipeline.translate(t, sentences, options).outputs]
-            found[f"beam{beam}_{name}_seconds"] = round(time.perf_counter() - start, 3)
-        same = sum(a == b for a, b in zip(outs["cpu"], outs["cuda"], strict=True))
-        found[f"beam{beam}_same"] = f"{same}/{len(sentences)}"
-        (out / f"cuda-check-beam{beam}.txt").write_text("".join(x + "\n" for x in outs["cuda"]))
-    log(f"CUDA check: {found}")
-    return found
 
 
 def main() -> None:
@@ -96,12 +74,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     small = args.work / "return"  # what comes back, packed into one archive at the end
     small.mkdir(exist_ok=True)
-    log_file = (small / "log.txt").open("a")
-
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-        log_file.write(msg + "\n")
-        log_file.flush()
+    log, close_log = shared.open_log(small)
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device here: use --device cpu for a test run")
@@ -147,7 +120,7 @@ def main() -> None:
             ):  # fmt: skip
                 with results.open("a") as f:
                     f.write(json.dumps(record, ensure_ascii=False) + "\n")
-    selection = _selection_module()
+    selection = _experiment("ast_selection")
     found = {
         s: selection.selection(args.work / s / "bundle")
         for s in args.systems.split(",")
@@ -155,19 +128,12 @@ def main() -> None:
     }
     (small / "selection.json").write_text(json.dumps(found, indent=2) + "\n")
     sentences = (args.work / "general-test.en").read_text().splitlines()
-    (small / "cuda-check.json").write_text(json.dumps(cuda_check(small, sentences, log)))
+    (small / "cuda-check.json").write_text(json.dumps(shared.cuda_check(small, sentences, log)))
     sparse = args.work / "ffn-sparse" / "bundle"
     if sparse.is_dir():  # the bundle to serve, its weights in parts under the device's limit
-        keep = small / "bundle-ffn-sparse"
-        keep.mkdir(exist_ok=True)
-        for f in sparse.iterdir():
-            if f.name != "model.safetensors":
-                shutil.copyfile(f, keep / f.name)
-        with (sparse / "model.safetensors").open("rb") as f:
-            for i, chunk in enumerate(iter(lambda: f.read(PART), b"")):
-                (args.out / f"model.safetensors.part-{i:02d}").write_bytes(chunk)
+        shared.split_bundle(sparse, small / "bundle-ffn-sparse", args.out)
     # at most 8 files come back: everything but the weights in one archive
-    log_file.close()
+    close_log()
     with tarfile.open(args.out / "small.tar.gz", "w:gz") as tar:
         tar.add(small, arcname="ast-gpu")
 

@@ -80,7 +80,7 @@ if [ ! -f "$WORK/eval/copy.done" ]; then  # the floor: each source as its own tr
   touch "$WORK/eval/copy.done"
 fi
 evaluate "teacher beam 4" en --model "$TEACHER_EN_DE" --beam 4
-evaluate "teacher beam 4" de --model "$WORK/teacher-de-en/bundle" --beam 4
+evaluate "teacher beam 4" de --model "$WORK/teacher-de-en/bundle" --beam 4 --record
 for lang in en de; do
   evaluate "REDER greedy, ort-int8" "$lang" --model "$WORK/reder/bundle"
   evaluate "REDER greedy, float" "$lang" --model "$WORK/reder/bundle" --quantize none

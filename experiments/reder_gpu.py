@@ -42,7 +42,6 @@ from models.tokenizer import Tokenizer
 from models.train import TrainConfig, TrainData, finalize, train
 from models.translator import BASELINE_BUNDLE, DecodeOptions, Translator
 
-PART = 15 * 2**20  # bytes a returned file part holds (the device returns files of 16 MiB)
 CONFIG = Path(__file__).resolve().parent.parent / "models" / "configs" / "reder-base-en-de.json"
 DOMAINS = ["general", "bible", "medical", "software-docs"]
 
@@ -53,6 +52,9 @@ def _experiment(name: str):  # experiments/ is not a package
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module
+
+
+shared = _experiment("device_return")
 
 
 def _head(src: Path, dst: Path, n: int | None) -> Path:
@@ -96,12 +98,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     small = args.work / "return"  # what comes back, packed into one archive at the end
     small.mkdir(exist_ok=True)
-    log_file = (small / "log.txt").open("a")
-
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-        log_file.write(msg + "\n")
-        log_file.flush()
+    log, close_log = shared.open_log(small)
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device here: use --device cpu for a test run")
@@ -165,17 +162,11 @@ def main() -> None:
     log(f"reversibility (general dev): {trips}")
 
     sentences = read_lines(general / "test.en")[:50]
-    check = _experiment("ast_gpu").cuda_check(small, sentences, log)
+    check = shared.cuda_check(small, sentences, log)
     (small / "cuda-check.json").write_text(json.dumps(check) + "\n")
-    keep = small / "bundle"  # the bundle to serve, its weights in parts under the device's limit
-    keep.mkdir(exist_ok=True)
-    for f in bundle.iterdir():
-        if f.name != "model.safetensors":
-            shutil.copyfile(f, keep / f.name)
-    with (bundle / "model.safetensors").open("rb") as f:
-        for i, chunk in enumerate(iter(lambda: f.read(PART), b"")):
-            (args.out / f"model.safetensors.part-{i:02d}").write_bytes(chunk)
-    log_file.close()
+    # the bundle to serve, its weights in parts under the device's limit
+    shared.split_bundle(bundle, small / "bundle", args.out)
+    close_log()
     with tarfile.open(args.out / "small.tar.gz", "w:gz") as tar:  # at most 8 files come back
         tar.add(small, arcname="reder-gpu")
 

@@ -388,6 +388,18 @@ KEEP_LITERALS_OPTION = typer.Option(
     defaults.KEEP_LITERALS,
     help="mask URLs, paths, numbers, placeholders, emoji and markup; restore them exactly",
 )
+CTC_BEAM_OPTION = typer.Option(
+    1,
+    min=1,
+    max=100,
+    help="CTC models (reder): prefix beam search over this many prefixes (1: greedy), "
+    "re-ranked by --teacher when given",
+)
+TEACHER_OPTION = typer.Option(
+    None,
+    help="CTC models: an autoregressive bundle of the pair being translated that re-ranks the "
+    "prefix beam search's n-best (its length-normalised log-probability)",
+)
 
 
 @app.command()
@@ -430,18 +442,8 @@ def translate(
     target_lang: str = typer.Option(
         None, help="the target language, for a model into several (default: its first pair's)"
     ),
-    ctc_beam: int = typer.Option(
-        1,
-        min=1,
-        max=100,
-        help="CTC models (reder): prefix beam search over this many "
-        "prefixes (1: greedy), re-ranked by --teacher when given",
-    ),
-    teacher: Path = typer.Option(
-        None,
-        help="CTC models: an autoregressive bundle of the pair being translated that "
-        "re-ranks the prefix beam search's n-best (its length-normalised log-probability)",
-    ),
+    ctc_beam: int = CTC_BEAM_OPTION,
+    teacher: Path = TEACHER_OPTION,
 ) -> None:
     """Translate sentences, one a line, with the same call the service uses.
 
@@ -642,18 +644,8 @@ def evaluate_cmd(
         "in float, int8: PyTorch int8 decoder (models/quantize.py), int8-rows (no output depends "
         "on its batch), none (PyTorch float), or auto: ort-int8 on the CPU where the model has it",
     ),
-    ctc_beam: int = typer.Option(
-        1,
-        min=1,
-        max=100,
-        help="CTC models (reder): prefix beam search over this many "
-        "prefixes (1: greedy), re-ranked by --teacher when given",
-    ),
-    teacher: Path = typer.Option(
-        None,
-        help="CTC models: an autoregressive bundle of the pair being translated that "
-        "re-ranks the prefix beam search's n-best (its length-normalised log-probability)",
-    ),
+    ctc_beam: int = CTC_BEAM_OPTION,
+    teacher: Path = TEACHER_OPTION,
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
     from index_builder.retrieval.encoder import bundle_sha256

@@ -1,0 +1,64 @@
+"""What the one-call GPU scripts (experiments/ast_gpu.py, reder_gpu.py) share: a log that
+comes back with the results, the served bundle's CUDA check, and a bundle split to fit what the
+device returns (at most 8 files of 16 MiB)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from models import pipeline
+from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
+
+PART = 15 * 2**20  # bytes a returned file part holds (the device returns files of 16 MiB)
+
+
+def open_log(folder: Path) -> tuple[Callable[[str], None], Callable[[], None]]:
+    """(log, close): each message printed and appended to `folder`/log.txt at once."""
+    log_file = (folder / "log.txt").open("a")
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+        log_file.write(msg + "\n")
+        log_file.flush()
+
+    return log, log_file.close
+
+
+def cuda_check(out: Path, sentences: list[str], log: Callable[[str], None]) -> dict:
+    """The served bundle decoding on this device against the CPU: the same sentences, greedy
+    and beam 4, and whether the outputs agree (half precision on CUDA may change a few)."""
+    found: dict = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    if not torch.cuda.is_available():
+        return found
+    cpu = Translator.from_bundle(DEFAULT_BUNDLE, quantize="none")
+    gpu = Translator.from_bundle(DEFAULT_BUNDLE, device="cuda")
+    for beam in (1, 4):
+        options = DecodeOptions(beam_size=beam, batch_size=32)
+        outs = {}
+        for name, t in (("cpu", cpu), ("cuda", gpu)):
+            start = time.perf_counter()
+            outs[name] = [o.text for o in pipeline.translate(t, sentences, options).outputs]
+            found[f"beam{beam}_{name}_seconds"] = round(time.perf_counter() - start, 3)
+        same = sum(a == b for a, b in zip(outs["cpu"], outs["cuda"], strict=True))
+        found[f"beam{beam}_same"] = f"{same}/{len(sentences)}"
+        (out / f"cuda-check-beam{beam}.txt").write_text("".join(x + "\n" for x in outs["cuda"]))
+    log(f"CUDA check: {found}")
+    return found
+
+
+def split_bundle(bundle: Path, keep: Path, out: Path) -> None:
+    """`bundle`'s small files copied into `keep`, its weights into `out` in parts of `PART`
+    bytes (`cat model.safetensors.part-* > model.safetensors` joins them; the manifest's
+    checksum verifies the join)."""
+    keep.mkdir(parents=True, exist_ok=True)
+    for f in bundle.iterdir():
+        if f.name != "model.safetensors":
+            shutil.copyfile(f, keep / f.name)
+    with (bundle / "model.safetensors").open("rb") as f:
+        for i, chunk in enumerate(iter(lambda: f.read(PART), b"")):
+            (out / f"model.safetensors.part-{i:02d}").write_bytes(chunk)
