@@ -55,6 +55,10 @@ train() {  # name, extra arguments
   [ -f "$WORK/$name/bundle/manifest.json" ] && return
   mkdir -p "$WORK/$name"
   [ -f "$WORK/$name/spm.model" ] || cp "$TEACHER_EN_DE/spm.model" "$WORK/$name/spm.model"
+  # glibc's heap grew a REDER run to 11.5 GB resident in 16 minutes (variable-shape tensors
+  # fragment it); with big blocks mapped on their own it stayed at 1.4-3 GB, at 770 target
+  # tokens/s against 970-1004 before (the other core busy both times; not a paired timing)
+  MALLOC_MMAP_THRESHOLD_=1048576 MALLOC_TRIM_THRESHOLD_=1048576 \
   ragmt train --data "$DATA" --domain general --config "$WORK/configs/$name.json" \
     --vocab-size "$VOCAB" --run "$WORK/$name" --out "$WORK/$name/bundle" "$@" \
     > "$WORK/$name.log" 2>&1
