@@ -33,7 +33,7 @@ COPY models ./models
 COPY index_builder ./index_builder
 COPY service ./service
 RUN pip install .
-RUN for b in semiparametric_bundle baseline_bundle; do \
+RUN for b in semiparametric_bundle baseline_bundle baseline_de_en_bundle; do \
       pip show -f ragmt | grep -q "models/$b/manifest.json" \
       || { echo "the committed bundle models/$b is missing from the package" >&2; exit 1; }; \
     done
@@ -88,7 +88,7 @@ RUN faiss_dir=$(echo /opt/venv/lib/python3*/site-packages/faiss) \
  && grep -q 'class StandardGpuResources' "$faiss_dir/swigfaiss.py" \
  && ! ls "$faiss_dir"/_swigfaiss.abi3.so 2>/dev/null \
  || { echo "faiss in $faiss_dir is not the GPU build alone" >&2; exit 1; }
-RUN for b in semiparametric_bundle baseline_bundle; do \
+RUN for b in semiparametric_bundle baseline_bundle baseline_de_en_bundle; do \
       pip show -f ragmt | grep -q "models/$b/manifest.json" \
       || { echo "the committed bundle models/$b is missing from the package" >&2; exit 1; }; \
     done

@@ -24,7 +24,7 @@ import torch
 from benchmarks._common import machine, run_fields, write_record
 from index_builder.retrieval.encoder import bundle_sha256
 from models.bundle import WEIGHTS_FILE
-from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE
+from models.translator import COMMITTED_BUNDLES
 from service.registry import ModelRegistry, bundle_dirs
 
 
@@ -44,7 +44,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     base = run_fields("model-memory")
-    paths = [DEFAULT_BUNDLE, BASELINE_BUNDLE, *bundle_dirs(args.models_dir)]
+    paths = [*COMMITTED_BUNDLES, *bundle_dirs(args.models_dir)]
     registry = ModelRegistry("cpu", args.quantize)
     print(f"machine: {machine()}; torch {torch.__version__}; quantize {args.quantize}")
     gc.collect()

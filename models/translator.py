@@ -33,11 +33,14 @@ from models.semiparametric import Neighbours
 from models.tokenizer import ByteTokenizer, Tokenizer, load_tokenizer, tokenizer_id
 
 TOKENIZER_FILE = SPM_FILE  # a SentencePiece bundle's tokenizer
-# The committed English->German bundles: the semi-parametric model (issue 4) is served, and
+# The committed bundles. English->German: the semi-parametric model (issue 4) is served, and
 # encodes dense stores, when no model is configured; the baseline Transformer (issue 2) it was
-# warm-started from is what every result is compared to.
+# warm-started from is what every result is compared to. German->English: the same Transformer
+# recipe the other way (issue 29's teacher), served for that pair.
 DEFAULT_BUNDLE = Path(__file__).resolve().parent / "semiparametric_bundle"
 BASELINE_BUNDLE = Path(__file__).resolve().parent / "baseline_bundle"
+BASELINE_DE_EN_BUNDLE = Path(__file__).resolve().parent / "baseline_de_en_bundle"
+COMMITTED_BUNDLES = (DEFAULT_BUNDLE, BASELINE_BUNDLE, BASELINE_DE_EN_BUNDLE)
 
 
 # Retrieved texts whose pieces a translator keeps (`Translator._pieces`).

@@ -31,7 +31,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from index_builder.store import DOMAIN_PATTERN, DOMAIN_RE, check_domain
 from models import defaults
-from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE
+from models.translator import COMMITTED_BUNDLES, DEFAULT_BUNDLE
 from service.registry import bundle_dirs
 
 __all__ = [
@@ -315,11 +315,9 @@ class Settings(BaseSettings):
 
     @property
     def bundle_paths(self) -> list[Path]:
-        """Every bundle to serve, defaults first: `model_path` (unset: the committed memory
-        model, then the committed baseline), then each bundle under `models_dir` by name."""
-        first = (
-            [self.model_path] if self.model_path is not None else [DEFAULT_BUNDLE, BASELINE_BUNDLE]
-        )
+        """Every bundle to serve, defaults first: `model_path` (unset: the committed bundles,
+        the memory model first), then each bundle under `models_dir` by name."""
+        first = [self.model_path] if self.model_path is not None else list(COMMITTED_BUNDLES)
         more = bundle_dirs(self.models_dir)
         seen = {p.resolve() for p in first}
         return first + [p for p in more if p.resolve() not in seen]

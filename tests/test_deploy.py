@@ -653,10 +653,10 @@ def test_dockerignore_lets_in_what_the_dockerfile_copies_and_nothing_heavy() -> 
     # the Dockerfile checks them), and in the build context even before they are committed.
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
-    for bundle in ("semiparametric_bundle", "baseline_bundle"):
+    for bundle in ("semiparametric_bundle", "baseline_bundle", "baseline_de_en_bundle"):
         assert re.search(rf'^models = \[[^]]*"{bundle}/\*"', pyproject, flags=re.M), bundle
         assert not _dockerignored(f"models/{bundle}/manifest.json", patterns)
-    assert "for b in semiparametric_bundle baseline_bundle" in dockerfile
+    assert "for b in semiparametric_bundle baseline_bundle baseline_de_en_bundle" in dockerfile
     heavy = ".git/HEAD data/en-de/manifest.json runs/base/ckpt stores/x/ACTIVE .venv/bin/python"
     for path in [*heavy.split(), "service/__pycache__/cli.cpython-311.pyc"]:
         assert _dockerignored(path, patterns), path

@@ -129,6 +129,17 @@ def test_quick_start_serves_a_translation_literally() -> None:
             result = json.loads(r.read())
         text = result["results"][0]["translation"]
         assert "Datei" in text, result
+        # German->English is served too, by the committed German->English baseline
+        back = {"texts": ["Die Datei konnte nicht gespeichert werden."], "source_lang": "de",
+                "target_lang": "en"}  # fmt: skip
+        req = urllib.request.Request(
+            f"{base}/v1/translate", data=json.dumps(back).encode(),
+            headers={"content-type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(req, timeout=60) as r:
+            result = json.loads(r.read())
+        assert result["results"][0]["model"] == "baseline_de_en_bundle", result
+        assert "file" in result["results"][0]["translation"].lower(), result
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
@@ -136,6 +147,7 @@ def test_quick_start_serves_a_translation_literally() -> None:
     started = proc.stdout.read().decode(errors="replace")
     for line in (
         "ragmt.service: model semiparametric_bundle: semiparametric en->de",
+        "ragmt.service: model baseline_de_en_bundle: transformer de->en",
         f"ragmt.service: stores directory {ROOT / 'data' / 'stores'}",
         "ragmt.service: domain general: no store, translated without retrieval",
         "ragmt.service: management routes off (RAGMT_ADMIN_KEY unset); client API keys off",
