@@ -37,7 +37,8 @@ def test_reder_general_script_runs_end_to_end_on_toy_data(tmp_path: Path) -> Non
            env=env)  # fmt: skip
     work = tmp_path / "work"
     env |= {"DATA": str(data), "WORK": str(work), "STEPS": "20", "REDER_AUX_AFTER": "10",
-            "CTC_BEAM": "3", "VOCAB": "300", "TEACHER_EN_DE": str(en_de),
+            "CTC_BEAM": "3", "VOCAB": "300", "TEACHER_EN_DE": str(en_de), "TEACHER_LAST": "1",
+            "REDER_LAST": "1",
             "TEACHER_CONFIG": str(teacher_cfg), "REDER_CONFIG": str(reder_cfg)}  # fmt: skip
     res = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
