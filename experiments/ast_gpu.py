@@ -27,16 +27,14 @@ import importlib.util
 import json
 import shutil
 import tarfile
-import time
 from pathlib import Path
 
 import torch
 
-from models.bundle import load_bundle
 from models.evaluate import evaluate
 from models.results import eval_records, git_state
 from models.tokenizer import Tokenizer
-from models.train import TrainConfig, TrainData, finalize, train
+from models.train import TrainConfig, TrainData
 from models.translator import DecodeOptions, Translator
 
 
@@ -94,13 +92,8 @@ def main() -> None:
         shutil.copyfile(args.work / "spm.model", run / "spm.model")
         if (args.work / "cache").is_dir() and not (run / "cache").exists():
             (run / "cache").symlink_to(args.work / "cache")  # encoded here: no tokenising there
-        started = time.time()
-        state = train(run, data, cfg, tokenizer, log=log)
-        seconds = round(time.time() - started, 1)
+        loaded, state, seconds = shared.train_bundle(run, data, cfg, tokenizer, args.device, log)
         bundle = run / "bundle"
-        finalize(run, bundle, data, tokenizer, cfg.average_last, log=log)
-        log(f"{system}: {state['step']} updates in {seconds} s on {args.device}")
-        loaded = load_bundle(bundle, device=args.device)
         translator = Translator.from_loaded(loaded, "none")
         weights = loaded.manifest["files"]["model.safetensors"]
         for source, target in data.pairs:

@@ -1,6 +1,6 @@
 """What the one-call GPU scripts (experiments/ast_gpu.py, reder_gpu.py) share: a log that
-comes back with the results, the served bundle's CUDA check, and a bundle split to fit what the
-device returns (at most 8 files of 16 MiB)."""
+comes back with the results, a training run made into a loaded bundle, the served bundle's
+CUDA check, and a bundle split to fit what the device returns (at most 8 files of 16 MiB)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from pathlib import Path
 import torch
 
 from models import pipeline
+from models.bundle import LoadedBundle, load_bundle
+from models.train import TrainConfig, TrainData, finalize, train
 from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
 PART = 15 * 2**20  # bytes a returned file part holds (the device returns files of 16 MiB)
@@ -27,6 +29,19 @@ def open_log(folder: Path) -> tuple[Callable[[str], None], Callable[[], None]]:
         log_file.flush()
 
     return log, log_file.close
+
+
+def train_bundle(
+    run: Path, data: TrainData, cfg: TrainConfig, tokenizer, device: str, log: Callable[[str], None]
+) -> tuple[LoadedBundle, dict, float]:
+    """Train `run`, write its bundle to `run`/bundle and load it on `device`: (bundle, the
+    run's final state, training seconds)."""
+    started = time.time()
+    state = train(run, data, cfg, tokenizer, log=log)
+    seconds = round(time.time() - started, 1)
+    finalize(run, run / "bundle", data, tokenizer, cfg.average_last, log=log)
+    log(f"{run.name}: {state['step']} updates in {seconds} s on {device}")
+    return load_bundle(run / "bundle", device=device), state, seconds
 
 
 def cuda_check(out: Path, sentences: list[str], log: Callable[[str], None]) -> dict:

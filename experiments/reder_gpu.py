@@ -34,12 +34,11 @@ from pathlib import Path
 import torch
 
 from models import pipeline
-from models.bundle import load_bundle
 from models.data import read_lines
 from models.evaluate import evaluate, score
 from models.results import eval_records, git_state
 from models.tokenizer import Tokenizer
-from models.train import TrainConfig, TrainData, finalize, train
+from models.train import TrainConfig, TrainData
 from models.translator import BASELINE_BUNDLE, DecodeOptions, Translator
 
 CONFIG = Path(__file__).resolve().parent.parent / "models" / "configs" / "reder-base-en-de.json"
@@ -127,14 +126,8 @@ def main() -> None:
         train_en, train_de, general / "dev.en", general / "dev.de", "en", "de",
         kd_forward=kd / "train.de", kd_backward=kd / "train.en",
     )  # fmt: skip
-    started = time.time()
-    state = train(run, train_data, cfg, tokenizer, log=log)
-    seconds = round(time.time() - started, 1)
+    loaded, state, seconds = shared.train_bundle(run, train_data, cfg, tokenizer, args.device, log)
     bundle = run / "bundle"
-    finalize(run, bundle, train_data, tokenizer, cfg.average_last, log=log)
-    log(f"REDER: {state['step']} updates in {seconds} s on {args.device}")
-
-    loaded = load_bundle(bundle, device=args.device)
     translator = Translator.from_loaded(loaded, "none")
     weights = loaded.manifest["files"]["model.safetensors"]
     git = git_state()
