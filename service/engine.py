@@ -240,6 +240,10 @@ class TranslationEngine:
         return model, domain, request_options(self.limits, req.beam_size, req.format)
 
     def _lease(self, domain: str, pair: tuple[str, str]) -> Lease | None:
+        """The domain's active store for `pair`. A customer domain's store of another pair is
+        refused, saying which pair it holds; the general domain, every request's fallback,
+        is then translated without retrieval (its memory is English->German: a
+        German->English request has nothing to look up in it)."""
         if self.domains is None:
             return None
         lease = self.domains.lease(domain)
@@ -250,6 +254,8 @@ class TranslationEngine:
             store_pair = (langs.get("source"), langs.get("target"))
             if store_pair != pair:
                 lease.release()
+                if domain == GENERAL_DOMAIN:
+                    return None
                 raise UnsupportedLanguage(
                     f"domain {domain}'s memory is {store_pair[0]}->{store_pair[1]}, "
                     f"not {pair[0]}->{pair[1]}",

@@ -120,6 +120,32 @@ async def test_four_architectures_are_served_side_by_side_and_routed_by_pair(
         assert libre.json() == {"translatedText": "HELLO"}
 
 
+async def test_the_general_memory_of_another_pair_is_skipped_a_customer_s_is_refused(
+    memory_bundle: Path, models_dir: Path, tmp_path: Path
+) -> None:
+    """The general domain's memory is English->German: a German->English request (named
+    domain or fallback, as the page and LibreTranslate's routes send) is translated without
+    it; a customer domain's memory of another pair is refused, naming its pair."""
+    stores = tmp_path / "stores"
+    make_store(stores, "general", lexicon_pairs(40, seed=8), activate=True)
+    make_store(stores, "toy", lexicon_pairs(40, seed=9), activate=True)
+    settings = Settings(model_path=memory_bundle, models_dir=models_dir, stores_dir=stores)
+    async with running(create_app(settings)) as c:
+        body = {"texts": WORDS, "source_lang": "de", "target_lang": "en"}
+        resp = await c.post("/v1/translate", json=body)
+        assert resp.status_code == 200, resp.text
+        results = resp.json()["results"]
+        assert [r["translation"] for r in results] == [TOY_TASK(w) for w in WORDS]
+        assert {(r["model"], r["store_version"]) for r in results} == {("upper-ar", None)}
+        english = await c.post("/v1/translate", json={"texts": ["red house"]})
+        assert english.json()["results"][0]["store_version"] is not None  # en->de retrieves
+        named = await c.post("/v1/translate", json={**body, "domain": "general"})
+        assert [r["store_version"] for r in named.json()["results"]] == [None] * len(WORDS)
+        resp = await c.post("/v1/translate", json={**body, "domain": "toy"})
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["error"]["message"] == "domain toy's memory is en->de, not de->en"
+
+
 def test_a_bundle_card_says_what_it_is_and_contradictions_are_refused(models_dir: Path) -> None:
     card = model_card(load_bundle(models_dir / "upper-ctc").manifest)
     assert (card.architecture, card.pairs, card.tokenizer, card.decoding, card.reads) == (
