@@ -23,9 +23,9 @@ checksum verifies the join). Tested on the CPU at a few updates (`--device cpu`)
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import shutil
+import sys
 import tarfile
 from pathlib import Path
 
@@ -37,16 +37,9 @@ from models.tokenizer import Tokenizer
 from models.train import TrainConfig, TrainData
 from models.translator import DecodeOptions, Translator
 
-
-def _experiment(name: str):  # experiments/ is not a package
-    path = Path(__file__).resolve().parent / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-shared = _experiment("device_return")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/ is not a package
+import ast_selection  # noqa: E402
+import device_return as shared  # noqa: E402
 
 
 def _data(work: Path) -> TrainData:
@@ -113,9 +106,8 @@ def main() -> None:
             ):  # fmt: skip
                 with results.open("a") as f:
                     f.write(json.dumps(record, ensure_ascii=False) + "\n")
-    selection = _experiment("ast_selection")
     found = {
-        s: selection.selection(args.work / s / "bundle")
+        s: ast_selection.selection(args.work / s / "bundle")
         for s in args.systems.split(",")
         if "sparse" in s
     }

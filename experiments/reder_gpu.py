@@ -24,9 +24,9 @@ the join). Tested on the CPU at a few updates (`--device cpu --steps 4 --kd-limi
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import shutil
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -45,15 +45,9 @@ CONFIG = Path(__file__).resolve().parent.parent / "models" / "configs" / "reder-
 DOMAINS = ["general", "bible", "medical", "software-docs"]
 
 
-def _experiment(name: str):  # experiments/ is not a package
-    path = Path(__file__).resolve().parent / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-shared = _experiment("device_return")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/ is not a package
+import device_return as shared  # noqa: E402
+import reder_reversibility  # noqa: E402
 
 
 def _head(src: Path, dst: Path, n: int | None) -> Path:
@@ -149,7 +143,7 @@ def main() -> None:
     dev = {lang: read_lines(general / f"dev.{lang}") for lang in ("en", "de")}
     trips = {}
     for start, other in (("en", "de"), ("de", "en")):
-        out = _experiment("reder_reversibility").round_trip(translator, dev[start], start, other)
+        out = reder_reversibility.round_trip(translator, dev[start], start, other)
         trips[start] = score(out["back"], dev[start], start) | {"via": other}
     (small / "reversibility.json").write_text(json.dumps(trips, indent=2) + "\n")
     log(f"reversibility (general dev): {trips}")
