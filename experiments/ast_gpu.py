@@ -29,8 +29,6 @@ import sys
 import tarfile
 from pathlib import Path
 
-import torch
-
 from models.evaluate import evaluate
 from models.results import eval_records, git_state
 from models.tokenizer import Tokenizer
@@ -62,13 +60,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None, help="override every system's updates")
     ap.add_argument("--beam", type=int, default=4)
     args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    small = args.work / "return"  # what comes back, packed into one archive at the end
-    small.mkdir(exist_ok=True)
-    log, close_log = shared.open_log(small)
-
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("no CUDA device here: use --device cpu for a test run")
+    # what comes back, packed into one archive at the end
+    small, log, close_log = shared.start(args.work, args.out, args.device)
     data = _data(args.work)
     tokenizer = Tokenizer(args.work / "spm.model")
     results = small / "results.jsonl"

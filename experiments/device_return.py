@@ -19,16 +19,22 @@ from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 PART = 15 * 2**20  # bytes a returned file part holds (the device returns files of 16 MiB)
 
 
-def open_log(folder: Path) -> tuple[Callable[[str], None], Callable[[], None]]:
-    """(log, close): each message printed and appended to `folder`/log.txt at once."""
-    log_file = (folder / "log.txt").open("a")
+def start(work: Path, out: Path, device: str) -> tuple[Path, Callable[[str], None], Callable]:
+    """(the folder whose files come back in one archive, log, close the log): each message is
+    printed and appended to its log.txt at once. Refuses "cuda" on a machine without it."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device here: use --device cpu for a test run")
+    out.mkdir(parents=True, exist_ok=True)
+    small = work / "return"
+    small.mkdir(exist_ok=True)
+    log_file = (small / "log.txt").open("a")
 
     def log(msg: str) -> None:
         print(msg, flush=True)
         log_file.write(msg + "\n")
         log_file.flush()
 
-    return log, log_file.close
+    return small, log, log_file.close
 
 
 def train_bundle(

@@ -31,8 +31,6 @@ import tarfile
 import time
 from pathlib import Path
 
-import torch
-
 from models import pipeline
 from models.data import read_lines
 from models.evaluate import evaluate, score
@@ -88,13 +86,8 @@ def main() -> None:
     ap.add_argument("--kd-limit", type=int, default=None, help="distil the first N pairs only")
     ap.add_argument("--device", default="cuda", help="cuda, or cpu for a test here")
     args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    small = args.work / "return"  # what comes back, packed into one archive at the end
-    small.mkdir(exist_ok=True)
-    log, close_log = shared.open_log(small)
-
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("no CUDA device here: use --device cpu for a test run")
+    # what comes back, packed into one archive at the end
+    small, log, close_log = shared.start(args.work, args.out, args.device)
     data = args.work / "data"
     general = data / "general"
     train_dir = args.work / "train"  # the pairs trained on (all, or the first --kd-limit)
