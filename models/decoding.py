@@ -478,11 +478,9 @@ def ctc_greedy(
     # no (B, T, V) log-probs out
     best = getattr(model, "ctc_best_labels", None)
     if best is not None:
-        labels, lengths = best(src) if languages is None else best(src, *languages)
+        labels, lengths = best(src, *(languages or ()))
     else:
-        log_probs, lengths = (
-            model.ctc_log_probs(src) if languages is None else model.ctc_log_probs(src, *languages)
-        )
+        log_probs, lengths = model.ctc_log_probs(src, *(languages or ()))
         labels = log_probs.argmax(dim=-1)
     special = {cfg.blank_id, cfg.pad_id, cfg.bos_id, cfg.eos_id}
     out: list[list[int]] = []
@@ -507,9 +505,7 @@ def ctc_nbest(
 
     cfg = model.config
     src = src.to(_device(model))
-    log_probs, lengths = (
-        model.ctc_log_probs(src) if languages is None else model.ctc_log_probs(src, *languages)
-    )
+    log_probs, lengths = model.ctc_log_probs(src, *(languages or ()))
     log_probs = log_probs.float().clone()
     for label in {cfg.pad_id, cfg.bos_id, cfg.eos_id} - {cfg.blank_id}:
         log_probs[..., label] = -math.inf
@@ -524,7 +520,10 @@ def sequence_scores(teacher: nn.Module, src: Tensor, hyps: Sequence[Sequence[int
     returns `(N,)` float32. A model decoded by ONNX Runtime is scored by its float model."""
     teacher = getattr(teacher, "float_model", teacher)
     if getattr(teacher, "uses_memory", False) or not hasattr(teacher, "decode"):
-        raise ValueError(f"{type(teacher).__name__} cannot score hypotheses without a memory")
+        raise ValueError(
+            f"{type(teacher).__name__} cannot score hypotheses: autoregressive "
+            "models without a memory only"
+        )
     cfg = teacher.config
     device = _device(teacher)
     width = max((len(h) for h in hyps), default=0) + 1

@@ -21,7 +21,7 @@ from collections import OrderedDict
 import torch
 from torch import Tensor, nn
 
-from models.ort_decoder import ORT_MODES, _digest, _export, _Graph, _quantize
+from models.ort_decoder import _digest, _export, _Graph, _quantize, check_runnable
 
 __all__ = ["OrtCtc", "supports"]
 
@@ -89,12 +89,7 @@ class OrtCtc(nn.Module):
 
     def __init__(self, model: nn.Module, mode: str = "ort-int8", threads: int | None = None):
         super().__init__()
-        if mode not in ORT_MODES:
-            raise ValueError(f"mode must be one of {ORT_MODES}, got {mode!r}")
-        if not supports(model):
-            raise ValueError(f"no ONNX Runtime CTC path for {type(model).__name__}")
-        if next(model.parameters()).device.type != "cpu":
-            raise ValueError("ONNX Runtime decoding is for the CPU; the model is on another device")
+        check_runnable(model, mode, supports(model), "ONNX Runtime CTC path")
         norm = getattr(model, "actnorm", None)
         if norm is not None and not bool(norm.initialized):
             # its first batch would initialise it inside the trace, baking that batch in

@@ -475,6 +475,17 @@ def supports(model: nn.Module) -> bool:
     return type(model).__name__ in SUPPORTED
 
 
+def check_runnable(model: nn.Module, mode: str, supported: bool, path: str) -> None:
+    """ValueError unless ONNX Runtime can run `model` in `mode`: a known mode, an architecture
+    with such a `path`, weights on the CPU."""
+    if mode not in ORT_MODES:
+        raise ValueError(f"mode must be one of {ORT_MODES}, got {mode!r}")
+    if not supported:
+        raise ValueError(f"no {path} for {type(model).__name__}")
+    if next(model.parameters()).device.type != "cpu":
+        raise ValueError("ONNX Runtime decoding is for the CPU; the model is on another device")
+
+
 class OrtDecoder(nn.Module):
     """A model that encodes and decodes with ONNX Runtime (`mode` "ort" or "ort-int8").
 
@@ -484,12 +495,7 @@ class OrtDecoder(nn.Module):
 
     def __init__(self, model: nn.Module, mode: str = "ort-int8", threads: int | None = None):
         super().__init__()
-        if mode not in ORT_MODES:
-            raise ValueError(f"mode must be one of {ORT_MODES}, got {mode!r}")
-        if not supports(model):
-            raise ValueError(f"no ONNX Runtime path for {type(model).__name__}")
-        if next(model.parameters()).device.type != "cpu":
-            raise ValueError("ONNX Runtime decoding is for the CPU; the model is on another device")
+        check_runnable(model, mode, supports(model), "ONNX Runtime path")
         model.eval()
         self.float_model = model
         self.mode = mode
