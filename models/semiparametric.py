@@ -191,6 +191,10 @@ class MemoryEncoder(nn.Module):
     switch: source layers exist only for "cstm", target layers are conditioned except in "tm".
     """
 
+    # Pads each group of neighbours to its widest (`SemiParametricModel.encode` groups them
+    # by length); ONNX Runtime's stand-in packs their real tokens and takes them all at once.
+    packs = False
+
     def __init__(self, cfg: SemiParametricConfig) -> None:
         super().__init__()
         n = cfg.memory_layers
@@ -217,13 +221,16 @@ class MemoryEncoder(nn.Module):
         src_pad: Tensor | None,
         context: Tensor,
         context_pad: Tensor,
+        rows: Tensor | None = None,
     ) -> Tensor:
         """Encode retrieved targets `(P, Lt, D)` for P neighbours.
 
         src/src_pad: the retrieved sources `(P, Ls, D)`/`(P, Ls)` ("cstm" only, else None).
-        context/context_pad: the current source's encoding `(P, S, D)`/`(P, S)`, one copy per
-        neighbour.
+        context/context_pad: the current sentences' encodings `(B, S, D)`/`(B, S)`, and rows
+        `(P,)` the sentence of each neighbour (None: context is given per neighbour).
         """
+        if rows is not None:
+            context, context_pad = context.index_select(0, rows), context_pad.index_select(0, rows)
         if self.source_layers is not None:
             assert src is not None and src_pad is not None and self.source_norm is not None
             for layer in self.source_layers:
@@ -451,6 +458,8 @@ class SemiParametricModel(Transformer):
             lens = (~tgt_pad).sum(dim=1).index_select(0, present)
             order = present.index_select(0, torch.argsort(lens, stable=True))
             groups = min(MEMORY_GROUPS, -(-order.numel() // MEMORY_GROUP_MIN))
+            if self.memory_encoder.packs:  # computes real tokens only: one call
+                groups = 1
             for slots in order.tensor_split(groups):
                 enc = self._encode_slots(slots, n, tgt, tgt_pad, src_all, base)
                 retrieved[slots, : enc.size(1)] = enc
@@ -492,8 +501,9 @@ class SemiParametricModel(Transformer):
             t_pad[:, :width],
             src_x,
             src_pad,
-            base.memory.index_select(0, rows),
-            base.src_pad.index_select(0, rows),
+            base.memory,
+            base.src_pad,
+            rows,
         )  # (P, width, D)
 
     def forward(self, src: Tensor, tgt_in: Tensor, neighbours: Neighbours | None = None) -> Tensor:

@@ -82,6 +82,56 @@ def test_each_step_gives_pytorchs_best_tokens(memory_bundle: Path, mode: str) ->
         assert torch.equal(ort.last_gates()[k : 2 * k, -1], torch.ones(k))
 
 
+@pytest.mark.parametrize("mode", MEMORY_MODES)
+def test_the_memory_encoder_computes_real_tokens_only(memory_bundle: Path, mode: str) -> None:
+    """Neighbours of very different lengths, more slots than one length group holds: the
+    graph is called once, is fed exactly the retrieved pairs' real tokens, and its memory
+    equals the float model's padded encoding in every variant."""
+    from models import ort_decoder
+
+    config = dataclasses.replace(load_bundle(memory_bundle).model.config, memory_mode=mode)
+    torch.manual_seed(1)
+    model = SemiParametricModel(config).eval()
+    ort = OrtDecoder(model, "ort")
+    g = torch.Generator().manual_seed(2)
+    pairs = []  # 18 sentences x 4 neighbours = 72 slots (over MEMORY_GROUP_MIN), one empty
+    for i in range(18):
+        lengths = torch.randint(1, 17, (4, 2), generator=g).tolist()
+        pairs.append(
+            [] if i == 3 else [(list(range(4, 4 + a)), list(range(9, 9 + b))) for a, b in lengths]
+        )
+    neighbours = Neighbours.from_lists(pairs, pad_id=config.pad_id)
+    src = torch.randint(4, config.vocab_size, (18, 9), generator=g)
+    src[::2, 6:] = config.pad_id
+    fed: list[dict[str, np.ndarray]] = []
+    graph = ort._encoder.memory_encoder.graph
+    run = graph.run
+
+    def spy(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        fed.append(feed)
+        return run(feed)
+
+    graph.run = spy  # type: ignore[method-assign]
+    with torch.inference_mode():
+        want, got = model.encode(src, neighbours), ort.encode(src, neighbours)
+    assert len(fed) == 1
+    real_targets = sum(len(t) for p in pairs for _, t in p)
+    assert fed[0]["tgt"].shape == (real_targets, config.d_model)
+    if mode == "cstm":
+        assert fed[0]["src"].shape[0] == sum(len(s) for p in pairs for s, _ in p)
+    assert len(fed[0]["context"]) == len(src)  # the query sentences once, not per neighbour
+    # the call's width for its thread count: the tokens it computes, not their padded layout
+    padded = sum(fed[0][k].size for k in ("t_pad", "s_pad") if k in fed[0])
+    assert (
+        ort_decoder._positions(fed[0])
+        == sum(len(fed[0][k]) for k in ("tgt", "src") if k in fed[0])
+        < padded
+    )
+    assert torch.equal(got.retrieved_pad, want.retrieved_pad)
+    real = ~want.retrieved_pad
+    torch.testing.assert_close(got.retrieved[real], want.retrieved[real], atol=1e-5, rtol=0)
+
+
 def test_a_memory_model_decodes_with_and_without_neighbours(memory_bundle: Path) -> None:
     loaded = load_bundle(memory_bundle)
     torch_float = Translator.from_loaded(loaded, "none")
