@@ -32,12 +32,41 @@ _THREADED_BATCH = 1024  # from this many texts on, SentencePiece's threaded list
 FULL_WIDTH_PUNCTUATION = frozenset({"zh", "ja"})
 
 
-def punctuation_normalizer(lang: str) -> MosesPunctNormalizer:
+def punctuation_normalizer(lang: str) -> PunctNormalizer:
     """Moses punctuation normalisation for `lang`: unicode punctuation replaced by ASCII
     first, except in the languages of `FULL_WIDTH_PUNCTUATION`."""
-    return MosesPunctNormalizer(
-        lang=lang, pre_replace_unicode_punct=lang not in FULL_WIDTH_PUNCTUATION
+    return PunctNormalizer(
+        MosesPunctNormalizer(
+            lang=lang, pre_replace_unicode_punct=lang not in FULL_WIDTH_PUNCTUATION
+        )
     )
+
+
+class PunctNormalizer:
+    """A `MosesPunctNormalizer` that first asks whether any of its rules can change the text.
+
+    Moses' normalisation is some fifty regular-expression substitutions run one after the
+    other (about 0.1 ms a sentence here, a few per cent of a sentence's decoding at batch 1);
+    most texts are left as they were. One search for all the rules' patterns at once decides:
+    when none matches, no substitution changes anything and the text is only stripped, as
+    Moses strips it. " +" (runs of spaces to one) is searched as two or more spaces, since a
+    single space is its own replacement. Same output as Moses' on every text (tested).
+    """
+
+    def __init__(self, moses: MosesPunctNormalizer) -> None:
+        if moses.post_remove_control_chars:
+            raise ValueError("control-character removal has no fast check here")
+        self.moses = moses
+        rules = list(moses.substitutions)
+        if moses.pre_replace_unicode_punct:
+            rules += moses.REPLACE_UNICODE_PUNCTUATION
+        patterns = ["  +" if (p, r) == (" +", " ") else p for p, r in rules]
+        self._changes = re.compile("|".join(f"(?:{p})" for p in patterns))
+
+    def normalize(self, text: str) -> str:
+        if self._changes.search(text) is None:
+            return text.strip()
+        return self.moses.normalize(text)
 
 
 class Tokenizer:
@@ -53,7 +82,7 @@ class Tokenizer:
             UNK_ID,
         ):
             raise ValueError(f"{model_file}: special ids must be pad=0 bos=1 eos=2 unk=3")
-        self._normalizers: dict[str, MosesPunctNormalizer] = {}
+        self._normalizers: dict[str, PunctNormalizer] = {}
 
     @property
     def vocab_size(self) -> int:

@@ -98,3 +98,35 @@ def test_a_translation_is_one_line_whatever_bytes_the_model_writes(
         byte.decode(byte.encode("a", "en") + [ord("\n") + 4, ord("\r") + 4] + [ord("b") + 4])
         == "a b"
     )
+
+
+@pytest.mark.parametrize("lang", ["en", "de", "fr", "zh"])
+def test_the_quick_check_changes_no_normalisation(lang: str) -> None:
+    """Random texts over every character Moses' rules mention (quotes, spaces of every kind,
+    brackets, digits, percent signs, full-width punctuation), and real-looking sentences:
+    the normaliser with its quick check writes exactly what Moses writes, and plain text
+    does take the quick path."""
+    import random
+
+    from models.tokenizer import punctuation_normalizer
+
+    norm = punctuation_normalizer(lang)
+    rules = norm.moses.substitutions + norm.moses.REPLACE_UNICODE_PUNCTUATION
+    mentioned = sorted({ch for pattern, _ in rules for ch in pattern})
+    alphabet = mentioned + list("abcXYZ019 ,.") + [" ", "  ", "\t", "\u00a0", "\u2009"]
+    rng = random.Random(7)
+    texts = ["".join(rng.choices(alphabet, k=rng.randint(0, 24))) for _ in range(4000)]
+    texts += [
+        "Save the file (Ctrl+S) before you close it.",
+        "„Gut“, sagte er – und ging.",
+        " Twice  spaced , and 50 % off : now ; ok ",
+        "It’s 1,000.5 km « far » away…",
+        "Plain text with single spaces only",
+        "",
+    ]
+    quick = 0
+    for text in texts:
+        assert norm.normalize(text) == norm.moses.normalize(text), repr(text)
+        quick += norm._changes.search(text) is None
+    assert norm._changes.search("Plain text with single spaces only") is None
+    assert quick > 100  # the random texts reach both paths
