@@ -249,7 +249,10 @@ def test_repeat_ban_forbids_a_word_said_again_after_a_sentence_end(reverser) -> 
     ban = _ban(src, {9}, stops={4})
     ban.free = torch.zeros_like(ban.free)
     out = beam_search(reverser, src, beam_size=4, repeats=ban)[0]
-    assert out[:3] == [7, 9, 4] and out[3:4] != [9], out
+    # No word said again right after a stop. What the toy model writes instead depends on its
+    # training's float rounding, which differs between CPUs (one AMD host: [7, 9, 12, 4, 9]).
+    assert out != [7, 9, 4, 9], out
+    assert not any(out[i] == out[i + 2] != 4 and out[i + 1] == 4 for i in range(len(out) - 2))
     ban = _ban(src, {9}, gaps={4})  # a separator ("wird, wird") does not ban a single word
     ban.free = torch.zeros_like(ban.free)
     assert beam_search(reverser, src, beam_size=4, repeats=ban) == [[7, 9, 4, 9]]
