@@ -510,19 +510,13 @@ class _OrtMemoryEncoder(nn.Module):
         super().__init__()
         self.graph, self.uses_sources = graph, uses_sources
 
-    def forward(
-        self,
-        tgt: Tensor,
-        tgt_pad: Tensor,
-        src: Tensor | None,
-        src_pad: Tensor | None,
-        context: Tensor,
-        context_pad: Tensor,
-        rows: Tensor | None = None,
-    ) -> Tensor:
-        """`MemoryEncoder.forward`'s arguments; `src`, `src_pad` None but for "cstm"."""
-        if rows is None:  # context given per slot
-            rows = torch.arange(tgt.size(0))
+    def forward(self, *inputs: Tensor | None) -> Tensor:
+        """`MemoryEncoder.forward`'s arguments in its order (tgt, tgt_pad, src, src_pad,
+        context, context_pad, rows); `src`, `src_pad` None but for "cstm", `rows` optional."""
+        tgt, tgt_pad, src, src_pad, context, context_pad, *rest = inputs
+        assert tgt is not None and tgt_pad is not None
+        assert context is not None and context_pad is not None
+        rows = rest[0] if rest and rest[0] is not None else torch.arange(tgt.size(0))
         feed = _packed("t", "tgt", tgt, tgt_pad)
         if src is not None and src_pad is not None:
             feed |= _packed("s", "src", src, src_pad)
