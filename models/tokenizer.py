@@ -46,11 +46,12 @@ class PunctNormalizer:
     """A `MosesPunctNormalizer` that first asks whether any of its rules can change the text.
 
     Moses' normalisation is some fifty regular-expression substitutions run one after the
-    other (about 0.1 ms a sentence here, a few per cent of a sentence's decoding at batch 1);
+    other (about 70 us a sentence here, a few per cent of a sentence's decoding at batch 1);
     most texts are left as they were. One search for all the rules' patterns at once decides:
     when none matches, no substitution changes anything and the text is only stripped, as
     Moses strips it. " +" (runs of spaces to one) is searched as two or more spaces, since a
-    single space is its own replacement. Same output as Moses' on every text (tested).
+    single space is its own replacement. Same output as Moses' on every prepared line and
+    on random texts over the rules' characters (tests/models/test_tokenizer.py).
     """
 
     def __init__(self, moses: MosesPunctNormalizer) -> None:
