@@ -282,33 +282,33 @@ class _PackedMemoryEncoder(nn.Module):
     targets `(P, Lt, D)`, zero at padding.
     """
 
-    def __init__(self, encoder: nn.Module, d_model: int) -> None:
+    def __init__(self, encoder: nn.Module) -> None:
         super().__init__()
         self.encoder = encoder
         first = encoder.target_layers[0].self_attn
-        self.n_heads, self.d_head, self.d_model = first.n_heads, first.d_head, d_model
+        self.n_heads, self.d_head = first.n_heads, first.d_head
+        self.d_model = first.n_heads * first.d_head
 
     def _padded(self, x: Tensor, index: Tensor, pad: Tensor) -> Tensor:
         """Packed `(N, D)` -> per slot `(P, L, D)`, zero at padding."""
         full = torch.cat([x, torch.zeros(1, self.d_model)]).index_select(0, index)
         return full.reshape(pad.size(0), -1, self.d_model)
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, pad: Tensor) -> Tensor:
-        """q `(P, L, D)`, k and v `(P, S, D)`, key padding `(P, S)` -> `(P, L, D)`."""
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+        """q `(P, L, D)`, k and v `(P, S, D)`, key bias `(P, 1, 1, S)` -> `(P, L, D)`."""
         h, dh = self.n_heads, self.d_head
         q, k, v = (t.reshape(t.size(0), -1, h, dh).transpose(1, 2) for t in (q, k, v))
-        bias = torch.zeros(pad.shape).masked_fill(pad, _MASKED)[:, None, None, :]
         w = torch.softmax(q @ k.transpose(-1, -2) * dh**-0.5 + bias, dim=-1)
         return (w @ v).transpose(1, 2).reshape(q.size(0), -1, self.d_model)
 
     def _layer(self, layer: nn.Module, x: Tensor, at: tuple[Tensor, ...], context: Any) -> Tensor:
-        """One encoder layer on packed `x`; `at` (index, pack, pad) lays it out per slot;
-        `context(attention)` gives that cross-attention's keys, values and key padding."""
-        index, pack, pad = at
+        """One encoder layer on packed `x`; `at` (index, pack, pad, its key bias) lays it out
+        per slot; `context(attention)` gives that cross-attention's keys, values and bias."""
+        index, pack, pad, bias = at
         a = layer.self_attn
         h = layer.self_attn_norm(x)
         q, k, v = (self._padded(p(h), index, pad) for p in (a.q_proj, a.k_proj, a.v_proj))
-        out = self._attend(q, k, v, pad).reshape(-1, self.d_model).index_select(0, pack)
+        out = self._attend(q, k, v, bias).reshape(-1, self.d_model).index_select(0, pack)
         x = x + a.out_proj(out)
         if context is not None:
             c = layer.cross_attn
@@ -332,28 +332,29 @@ class _PackedMemoryEncoder(nn.Module):
         rows: Tensor,
     ) -> Tensor:
         e = self.encoder
+        # Inputs a variant does not read stay out of the graph: each bias is made where used.
+        reads_context = e.conditioned or e.source_layers is not None
+        context_bias = _bias(context_pad).index_select(0, rows) if reads_context else None
 
-        def query_sentences(c: nn.Module) -> tuple[Tensor, Tensor, Tensor]:
-            return (
-                c.k_proj(context).index_select(0, rows),
-                c.v_proj(context).index_select(0, rows),
-                context_pad.index_select(0, rows),
-            )
+        def query_sentences(c: nn.Module) -> tuple[Tensor, Tensor, Tensor | None]:
+            k, v = c.k_proj(context).index_select(0, rows), c.v_proj(context).index_select(0, rows)
+            return k, v, context_bias
 
         target_context: Any = query_sentences if e.conditioned else None
         if e.source_layers is not None:
+            src_at = (s_index, s_pack, s_pad, _bias(s_pad))
             for layer in e.source_layers:
-                src = self._layer(layer, src, (s_index, s_pack, s_pad), query_sentences)
+                src = self._layer(layer, src, src_at, query_sentences)
             sources = e.source_norm(src)
 
             def retrieved_sources(c: nn.Module) -> tuple[Tensor, Tensor, Tensor]:
                 k = self._padded(c.k_proj(sources), s_index, s_pad)
-                return k, self._padded(c.v_proj(sources), s_index, s_pad), s_pad
+                return k, self._padded(c.v_proj(sources), s_index, s_pad), src_at[3]
 
             target_context = retrieved_sources
-        x = tgt
+        x, tgt_at = tgt, (t_index, t_pack, t_pad, _bias(t_pad))
         for layer in e.target_layers:
-            x = self._layer(layer, x, (t_index, t_pack, t_pad), target_context)
+            x = self._layer(layer, x, tgt_at, target_context)
         return self._padded(e.norm(x), t_index, t_pad)
 
 
@@ -377,7 +378,7 @@ def _memory_encoder_graph(model: nn.Module) -> bytes:
     axes["context_pad"] = {0: "sentences", 1: "clen"}
     inputs["rows"], axes["rows"] = torch.tensor([0, 0, 1]), {0: "slots"}
     axes["out"] = {0: "slots", 1: "t_len"}
-    return _export(_PackedMemoryEncoder(model.memory_encoder, d), inputs, ["out"], axes)
+    return _export(_PackedMemoryEncoder(model.memory_encoder), inputs, ["out"], axes)
 
 
 class _QuietQuantizer(logging.Filter):
