@@ -39,6 +39,7 @@ __all__ = [
     "keeps_terms",
     "mask",
     "mask_pair",
+    "mask_training_pair",
     "tag_pairs",
     "unmask",
 ]
@@ -270,6 +271,38 @@ def mask_pair(source: str, target: str, masked: Masked) -> tuple[str, str]:
             source = source.replace(literal, token)
             target = target.replace(literal, token)
     return " ".join(source.split()), " ".join(target.split())
+
+
+def mask_training_pair(source: str, target: str) -> tuple[Masked, str] | None:
+    """A training pair as the pipeline would show it to the model with its literals masked:
+    `mask(source)`, and the target with each of those literals replaced by the same mask,
+    spaced off a word it touches as the source's is. So a model trained on such pairs knows
+    the masks and copies each once where it belongs.
+
+    None when the pair has no literal to mask or peels markup or emoji off an end (the
+    model never sees those), and when the target's literals are not exactly the source's
+    (a number written otherwise, a path dropped, one added): such a pair would teach the
+    model to lose or invent a mask.
+    """
+    masked = mask(source)
+    if not masked.literals or masked.empty or masked.prefix.strip() or masked.suffix.strip():
+        return None
+    spans = find_literals(target)
+    if sorted(target[a:b] for a, b, _ in spans) != sorted(masked.literals):
+        return None
+    unused: dict[str, list[int]] = {}
+    for k, literal in enumerate(masked.literals, start=1):
+        unused.setdefault(literal, []).append(k)
+    pieces, cursor = [], 0
+    for start, end, _ in spans:  # a literal written twice takes its masks in source order
+        k = unused[target[start:end]].pop(0)
+        before = start > 0 and target[start - 1].isalnum()
+        after = end < len(target) and target[end].isalnum()
+        pieces += [target[cursor:start], f"{' ' if before else ''}{MASK.format(k)}"]
+        pieces.append(" " if after else "")
+        cursor = end
+    pieces.append(target[cursor:])
+    return masked, " ".join("".join(pieces).split())
 
 
 def unmask(translation: str, masked: Masked) -> str:

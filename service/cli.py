@@ -209,6 +209,35 @@ def data_mix(
         _fail(str(e))
 
 
+@data_app.command("mask-literals")
+def data_mask_literals(
+    data: Path = typer.Option(Path("data/en-de"), help="prepared language-pair directory"),
+    domain: str = typer.Option("general", help="domain whose train split is rewritten"),
+    out: Path = typer.Option(..., help="new prepared directory: <out>/<domain>/train and dev"),
+    share: float = typer.Option(0.5, help="share of the pairs holding literals to mask"),
+    seed: int = typer.Option(1),
+    train_neighbours: Path = typer.Option(
+        None,
+        help="`ragmt neighbours` of the train split: masked with their pairs and written as "
+        "<out>/<domain>/train.neighbours.jsonl (memory models)",
+    ),
+) -> None:
+    """Training data that teaches a model the literal masks: a share of the train pairs that
+    hold URLs, numbers, placeholders... rewritten as the pipeline shows them ({1}, {2})."""
+    from models.literal_data import mask_literal_corpus
+
+    if not (data / "manifest.json").is_file():
+        _fail(f"{data} is not prepared data: no manifest.json (run `ragmt data prepare`)")
+    try:
+        counts = mask_literal_corpus(data, domain, out, share, seed, train_neighbours)
+    except ValueError as e:
+        _fail(str(e))
+    _log(
+        f"{counts.lines} lines, {counts.with_literals} with literals that can be masked, "
+        f"{counts.masked} masked: {out}"
+    )
+
+
 def _train_data(
     data: Path,
     domain: str,

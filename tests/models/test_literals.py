@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.literals import find_literals, keeps_literals, mask, mask_pair, unmask
+from models.literals import (
+    find_literals,
+    keeps_literals,
+    mask,
+    mask_pair,
+    mask_training_pair,
+    unmask,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -250,3 +257,40 @@ def test_words_in_markup_copied_untranslated_do_not_count_as_kept() -> None:
     assert not keeps_literals(source, "<b>Save</b> Ihre Änderungen vor dem Schließen.")
     assert keeps_literals(source, "<b>Speichern</b> Sie Ihre Änderungen vor dem Schließen.")
     assert keeps_literals("Open %s now.", "Öffnen Sie %s jetzt.")
+
+
+def test_a_training_pair_gets_the_masks_the_pipeline_would_show_and_unmasks_back() -> None:
+    source = "Open %s and then 3 files at /tmp/x."
+    target = "Öffnen Sie %s und dann 3 Dateien in /tmp/x."
+    m, masked_target = mask_training_pair(source, target)
+    assert m == mask(source)
+    assert m.text == "Open {1} and then {2} files at {3}."
+    assert masked_target == "Öffnen Sie {1} und dann {2} Dateien in {3}."
+    assert unmask(masked_target, m) == target
+
+
+def test_a_literal_written_twice_takes_its_masks_in_source_order() -> None:
+    m, t = mask_training_pair("From 5 to 5 or %s", "Von 5 bis 5 oder %s")
+    assert m.text == "From {1} to {2} or {3}"
+    assert t == "Von {1} bis {2} oder {3}"
+
+
+def test_a_literal_glued_to_a_word_is_spaced_off_on_both_sides() -> None:
+    m, t = mask_training_pair("Copy %sfiles now", "%sDateien jetzt kopieren")
+    assert m.text == "Copy {1} files now"
+    assert t == "{1} Dateien jetzt kopieren"
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [
+        ("Open the file.", "Öffnen Sie die Datei."),  # nothing to mask
+        ("Pay 1,000 dollars.", "Zahlen Sie 1.000 Dollar."),  # the number written otherwise
+        ("Open %s now.", "Jetzt öffnen."),  # the target dropped it
+        ("Open it now.", "Öffnen Sie 2 jetzt."),  # no source literal, one in the target
+        ("Open %s now.", "Öffnen Sie %s und %d jetzt."),  # the target added one
+        ("<b>Save</b>", "<b>Speichern</b>"),  # markup peeled off: the model never sees it
+    ],
+)
+def test_a_pair_whose_literals_differ_or_that_has_none_is_not_masked(source, target) -> None:
+    assert mask_training_pair(source, target) is None

@@ -208,3 +208,25 @@ def test_decoding_defaults_agree_across_cli_service_and_library() -> None:
         params = inspect.signature(command).parameters
         assert params["length_penalty"].default.default == lp
         assert params["split_sentences"].default.default is True
+
+
+def test_data_mask_literals_writes_a_trainable_directory_or_says_what_is_wrong(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    (data / "general").mkdir(parents=True)
+    (data / "manifest.json").write_text(json.dumps({"languages": {"source": "en", "target": "de"}}))
+    for split, en, de in (("train", "Open %s now.", "Öffnen Sie %s jetzt."), ("dev", "a", "b")):
+        (data / "general" / f"{split}.en").write_text(en + "\n", encoding="utf-8")
+        (data / "general" / f"{split}.de").write_text(de + "\n", encoding="utf-8")
+    out = tmp_path / "masked"
+    args = ["data", "mask-literals", "--data", str(data), "--out", str(out)]
+    res = runner.invoke(app, [*args, "--share", "2"])
+    assert res.exit_code == 2 and "share must lie in [0, 1]" in res.output
+    assert not out.exists()
+    res = runner.invoke(app, [*args, "--share", "1"])
+    assert res.exit_code == 0, res.output
+    assert "1 lines, 1 with literals that can be masked, 1 masked" in res.output
+    assert (out / "general/train.de").read_text(encoding="utf-8") == "Öffnen Sie {1} jetzt.\n"
+    res = runner.invoke(app, ["data", "mask-literals", "--data", str(tmp_path), "--out", str(out)])
+    assert res.exit_code == 2 and "no manifest.json" in res.output
