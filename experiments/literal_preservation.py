@@ -104,6 +104,11 @@ def main() -> None:
     ap.add_argument("--stores", type=Path, help="each domain's active store (default: none)")
     ap.add_argument("--model", type=Path, help="bundle (default: the served one)")
     ap.add_argument("--per-domain", type=int, default=100)
+    ap.add_argument(
+        "--mask-first",
+        action="store_true",
+        help="decode a sentence with literals once, masked (a model trained on the masks)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--results", type=Path, help="append records here (JSON Lines)")
     ap.add_argument("--write-checkset", type=Path, help="write the check set's TSV here")
@@ -137,7 +142,7 @@ def main() -> None:
             retrieve = retrieve_with(translator, retriever)
         texts = [t for t, _, _ in checks]
         for keep in (False, True):
-            options = replace(DecodeOptions(), keep_literals=keep)
+            options = replace(DecodeOptions(), keep_literals=keep, mask_first=args.mask_first)
             prepared = pipeline.prepare(translator, texts, options, retrieve)
             decoded = pipeline.decode(
                 translator, prepared.sentences, options, prepared.pairs, prepared.encodings
@@ -155,6 +160,7 @@ def main() -> None:
                 "kind": "literal-preservation",
                 "domain": domain,
                 "keep_literals": keep,
+                **({"mask_first": True} if args.mask_first else {}),
                 "store": args.stores is not None,
                 "sentences": len(checks),
                 "preserved_pct": round(100 * sum(ok) / max(1, len(ok)), 2),
@@ -172,12 +178,12 @@ def main() -> None:
                 "git": git,
             }
             if keep and prepared.masked is not None:
-                n = len(prepared.seg.segments)
                 segments = prepared.seg.segments  # per sentence: did its own translation keep all?
-                own = [keeps_literals(segments[i], decoded[i].text) for i in prepared.variants]
-                record["own_translation_kept_pct"] = round(100 * sum(own) / max(1, len(own)), 2)
+                if not args.mask_first:  # (decoded as it is only without --mask-first)
+                    own = [keeps_literals(segments[i], decoded[i].text) for i in prepared.variants]
+                    record["own_translation_kept_pct"] = round(100 * sum(own) / max(1, len(own)), 2)
                 copied = [  # the masked copies: did the model write each mask once?
-                    sorted(int(x) for x in MASK_OUT.findall(decoded[n + j].text))
+                    sorted(int(x) for x in MASK_OUT.findall(decoded[prepared.masked_at(j)].text))
                     == list(range(1, len(prepared.masked[i].literals) + 1))
                     for j, i in enumerate(prepared.variants)
                 ]

@@ -74,11 +74,22 @@ class Prepared:
     docs: list[Document] | None = None  # format "html": each text's units and tags
     # per text of `inner_texts`, what retrieval found for it; None: its sentence's hits
     inner_hits: list[list[Any]] | None = None
+    mask_first: bool = False  # a variant decoded masked only, in its sentence's place
+
+    def masked_at(self, j: int) -> int:
+        """Where the masked translation of variant j (`variants[j]`) is among `sentences`."""
+        return self.variants[j] if self.mask_first else len(self.seg.segments) + j
+
+    @property
+    def extra_at(self) -> int:
+        """Where `extra`'s translations start among `sentences`."""
+        return len(self.seg.segments) + (0 if self.mask_first else len(self.variants))
 
     @cached_property
     def variants(self) -> list[int]:
         """The sentences that hold literal text or glossary terms: each is decoded twice, as it
-        is and with them masked (`finish` keeps the first where it kept them all)."""
+        is and with them masked (`finish` keeps the first where it kept them all), or masked
+        only (`mask_first`)."""
         if self.masked is None:
             return []
         return [
@@ -114,9 +125,15 @@ class Prepared:
 
     @property
     def sentences(self) -> list[str]:
-        """What decoding translates: each sentence, each variant's masked text, then `extra`."""
+        """What decoding translates: each sentence, each variant's masked text (in its
+        sentence's place with `mask_first`), then `extra`."""
         masked = self.masked or []
-        own = self.seg.segments + [masked[i].text for i in self.variants]
+        own = list(self.seg.segments)
+        if self.mask_first:
+            for i in self.variants:
+                own[i] = masked[i].text
+        else:
+            own += [masked[i].text for i in self.variants]
         return own + [m.text for _, m in self.extra]
 
     @property
@@ -125,11 +142,16 @@ class Prepared:
         with its literals and glossary terms masked in them as in it; None when it reads none."""
         if self.hits is None or not self.reads_hits:
             return None
-        own = [[(h.source, h.target) for h in found] for found in self.hits]
+        out = [[(h.source, h.target) for h in found] for found in self.hits]
         masked = self.masked or []
-        out = own + [
+        variants = [
             [mask_pair(h.source, h.target, masked[i]) for h in self.hits[i]] for i in self.variants
         ]
+        if self.mask_first:
+            for i, pairs in zip(self.variants, variants, strict=True):
+                out[i] = pairs
+        else:
+            out += variants
         inner = iter(self.inner_hits or [])
         for i, w in self.wraps.items():  # as `extra`: the wrapped text masked, enclosed ones own
             out.append([mask_pair(h.source, h.target, w.masked) for h in self.hits[i]])
@@ -145,6 +167,10 @@ class Prepared:
         """Per sentence of `sentences` its encoding made by retrieval (None: encode it)."""
         if self.sources is None:
             return None
+        if self.mask_first:  # a masked text is not what retrieval encoded
+            variants = set(self.variants)
+            own = [None if i in variants else s for i, s in enumerate(self.sources)]
+            return [*own, *([None] * len(self.extra))]
         return [*self.sources, *([None] * (len(self.variants) + len(self.extra)))]
 
 
@@ -193,8 +219,9 @@ def prepare(
     if options.keep_literals or glossary is not None:
         masked = [mask(s, glossary, options.keep_literals) for s in seg.segments]
     reads = translator.uses_memory
+    first = options.mask_first and masked is not None
     if retrieve is None or not (reads or provenance) or not seg.segments:
-        return Prepared(texts, seg, reads_hits=reads, masked=masked, docs=docs)
+        return Prepared(texts, seg, reads_hits=reads, masked=masked, docs=docs, mask_first=first)
     start = time.perf_counter()
     todo = [i for i, s in enumerate(seg.segments) if not is_blank(s)]  # a blank reads nothing
     inner = Prepared(texts, seg, masked=masked).inner_texts if reads else []
@@ -227,6 +254,7 @@ def prepare(
         masked=masked,
         docs=docs,
         inner_hits=inner_hits,
+        mask_first=first,
     )
 
 
@@ -255,13 +283,13 @@ def finish(
     prepared: Prepared, decoded: Sequence[Translation], repair_markup: bool = True
 ) -> list[Output]:
     """Per text: its sentences' translations joined (a sentence with literal text or glossary
-    terms: its own translation where that kept every literal and used every term, else its
-    masked one restored; a tag pair left empty repaired, `tag_pairs.repair`, unless not
-    `repair_markup`, which measures the repair; an HTML text's units put back between its
-    tags); their mean gate; their neighbours."""
+    terms: its own translation where that kept every literal and used every term, else, or
+    always with `mask_first`, its masked one restored; a tag pair left empty repaired,
+    `tag_pairs.repair`, unless not `repair_markup`, which measures the repair; an HTML text's
+    units put back between its tags); their mean gate; their neighbours."""
     seg = prepared.seg
     n = len(seg.segments)
-    if len(decoded) != n + len(prepared.variants) + len(prepared.extra):
+    if len(decoded) != prepared.extra_at + len(prepared.extra):
         raise ValueError(f"{len(decoded)} translations for {len(prepared.sentences)} sentences")
     outs, gates_of = [t.text for t in decoded[:n]], [t.gate for t in decoded[:n]]
     masked = prepared.masked or []
@@ -271,15 +299,17 @@ def finish(
     variant_of = {i: j for j, i in enumerate(prepared.variants)}
     restored = {}  # a variant's masked translation restored, where its own is not kept
     for j, i in enumerate(prepared.variants):
-        if not keeps(seg.segments[i], outs[i], masked[i]):  # the masked translation, restored
-            outs[i] = restored[i] = unmask(decoded[n + j].text, masked[i])
-            gates_of[i] = decoded[n + j].gate
-    later = iter(decoded[n + len(prepared.variants) :])
+        at = prepared.masked_at(j)
+        # the masked translation, restored, where the own one lost a literal or a term
+        if prepared.mask_first or not keeps(seg.segments[i], outs[i], masked[i]):
+            outs[i] = restored[i] = unmask(decoded[at].text, masked[i])
+            gates_of[i] = decoded[at].gate
+    later = iter(decoded[prepared.extra_at :])
     for i, w in prepared.wraps.items() if repair_markup else ():  # pairs empty or misplaced
         whole = next(later).text
         inner = [unmask("" if m.empty else next(later).text, m) for m in w.inner]
         if i not in restored:
-            restored[i] = unmask(decoded[n + variant_of[i]].text, masked[i])
+            restored[i] = unmask(decoded[prepared.masked_at(variant_of[i])].text, masked[i])
         candidates = list(dict.fromkeys([outs[i], restored[i]]))  # the chosen one first
         outs[i] = repair(seg.segments[i], candidates, w, whole, inner)
     texts = seg.join(outs)

@@ -81,6 +81,10 @@ class DecodeOptions:
     # URLs, paths, numbers, placeholders, emoji and markup masked and restored exactly
     # (models.literals); a text-level option of the pipeline, not of the decoder
     keep_literals: bool = defaults.KEEP_LITERALS
+    # with keep_literals: a sentence holding literals decoded once, masked, instead of twice
+    # (as it is, kept where it kept them all, and masked); for a model trained on the masks
+    # (`ragmt data mask-literals`), which then needs no unmasked attempt
+    mask_first: bool = False
     # "text", or "html": the text of each block translated, tags kept (models.markup)
     format: str = "text"
 

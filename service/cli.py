@@ -417,6 +417,12 @@ KEEP_LITERALS_OPTION = typer.Option(
     defaults.KEEP_LITERALS,
     help="mask URLs, paths, numbers, placeholders, emoji and markup; restore them exactly",
 )
+MASK_FIRST_OPTION = typer.Option(
+    False,
+    "--mask-first",
+    help="with literals kept: decode a sentence holding them once, masked, instead of also as "
+    "it is (a model trained on the masks, `ragmt data mask-literals`)",
+)
 CTC_BEAM_OPTION = typer.Option(
     1,
     min=1,
@@ -445,6 +451,7 @@ def translate(
     ),
     block_repeats: int = BLOCK_REPEATS_OPTION,
     keep_literals: bool = KEEP_LITERALS_OPTION,
+    mask_first: bool = MASK_FIRST_OPTION,
     batch_size: int = typer.Option(defaults.BATCH_SIZE, min=1),
     device: str = typer.Option("cpu"),
     domain: str = typer.Option(
@@ -509,7 +516,7 @@ def translate(
             _log("note: this model has no retrieval memory; neighbours do not change its output")
     options = _options(
         beam, length_penalty, batch_size, split_sentences, neighbours, block_repeats, keep_literals,
-        ctc_beam,
+        ctc_beam, mask_first,
     )  # fmt: skip
 
     def run(lines: list[str], bar: tqdm | None = None) -> list[str]:
@@ -585,6 +592,7 @@ def _options(
     block_repeats: int = defaults.BLOCK_REPEATS,
     keep_literals: bool = defaults.KEEP_LITERALS,
     ctc_beam: int = 1,
+    mask_first: bool = False,
 ) -> Any:
     """The command line's decoding options as the pipeline's one `DecodeOptions`."""
     from models.translator import DecodeOptions
@@ -598,6 +606,7 @@ def _options(
         neighbours_k=neighbours,
         block_repeats=block_repeats,
         keep_literals=keep_literals,
+        mask_first=mask_first,
     )
 
 
@@ -641,6 +650,7 @@ def evaluate_cmd(
     ),
     block_repeats: int = BLOCK_REPEATS_OPTION,
     keep_literals: bool = KEEP_LITERALS_OPTION,
+    mask_first: bool = MASK_FIRST_OPTION,
     out: Path = typer.Option(None, help="write <out>.json and <out>.md"),
     title: str = typer.Option("", help="title of the Markdown table"),
     record: bool = typer.Option(False, help="store the scores in the bundle's manifest"),
@@ -733,7 +743,7 @@ def evaluate_cmd(
     hyp_dir = stem.parent / f"{stem.name}-hyps" if stem else None
     options = _options(
         beam, length_penalty, batch_size, split_sentences, neighbours, block_repeats, keep_literals,
-        ctc_beam,
+        ctc_beam, mask_first,
     )  # fmt: skip
     results = evaluate(
         translator,
@@ -759,6 +769,7 @@ def evaluate_cmd(
             "split_sentences": split_sentences,
             "block_repeats": block_repeats,
             "keep_literals": keep_literals,
+            **({"mask_first": True} if mask_first else {}),
             "batch_size": batch_size,
             "neighbours_k": neighbours if stores is not None else None,
             "quantize": resolve(quantize, translator_device, loaded.model),

@@ -202,6 +202,39 @@ def test_a_tag_pair_left_empty_is_moved_to_its_words_else_wrapped_whole() -> Non
         pipeline.finish(prepared, decoded[:-1])
 
 
+def test_mask_first_decodes_a_sentence_with_literals_once_masked_in_its_place() -> None:
+    texts = ["Open %s now.", "Read the manual.", "Copy 3 files to /tmp/x."]
+    hit = Hit("Open %s later.", "Öffnen Sie %s später.")
+
+    def retrieve(sentences, k):
+        return [[hit] for _ in sentences], [torch.full((1, 2), float(i)) for i in range(3)]
+
+    memory = FakeTranslator(uses_memory=True)
+    options = DecodeOptions(mask_first=True)
+    prepared = pipeline.prepare(memory, texts, options, retrieve)  # type: ignore[arg-type]
+    assert prepared.sentences == ["Open {1} now.", "Read the manual.", "Copy {1} files to {2}."]
+    assert prepared.pairs == [
+        [("Open {1} later.", "Öffnen Sie {1} später.")],  # the neighbours masked alike
+        [("Open %s later.", "Öffnen Sie %s später.")],
+        [("Open %s later.", "Öffnen Sie %s später.")],
+    ]
+    encodings = prepared.encodings
+    assert encodings is not None and [e is None for e in encodings] == [True, False, True]
+    decoded = [
+        Translation(t, None)
+        for t in ["Öffnen Sie {1} jetzt.", "Lesen Sie das Handbuch.", "{1} Dateien nach {2}."]
+    ]
+    out = [o.text for o in pipeline.finish(prepared, decoded)]
+    assert out == ["Öffnen Sie %s jetzt.", "Lesen Sie das Handbuch.", "3 Dateien nach /tmp/x."]
+    with pytest.raises(ValueError, match="2 translations for 3 sentences"):
+        pipeline.finish(prepared, decoded[:2])
+    # without it, each is decoded as it is and masked, and its own kept where it kept all
+    both = pipeline.prepare(memory, texts, DecodeOptions(), retrieve)  # type: ignore[arg-type]
+    assert both.sentences == [*texts, "Open {1} now.", "Copy {1} files to {2}."]
+    own = [Translation(t, None) for t in ["Öffnen Sie %s jetzt!", "Lesen.", "Kopieren.", "x", "y"]]
+    assert [o.text for o in pipeline.finish(both, own)][:2] == ["Öffnen Sie %s jetzt!", "Lesen."]
+
+
 def test_an_html_unit_whose_pair_came_back_empty_is_repaired_between_its_blocks() -> None:
     options = DecodeOptions(format="html")
     texts = ["<p>Click <b>Save</b> to keep your changes.</p>"]
