@@ -702,6 +702,12 @@ def finalize(
         "data_sha256": data.data_manifest_hash,
         "domains": {data.train_src.parent.name: sentences},
     }
+    # a train split with literal masks (`ragmt data mask-literals`): the model knows them
+    data_manifest = data.train_src.parent.parent / "manifest.json"
+    if data_manifest.is_file():
+        masks = json.loads(data_manifest.read_text(encoding="utf-8")).get("literal_masks")
+        if masks is not None:
+            trained_on["literal_masks"] = masks
     return save_bundle(
         out,
         model,

@@ -1,5 +1,6 @@
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -246,10 +247,14 @@ def test_a_byte_model_trains_for_whole_epochs_into_a_bundle_of_its_pairs(
     toy_data: Path, tmp_path: Path
 ) -> None:
     """`max_epochs` stops after whole passes; a byte model's bundle has no tokenizer file, and
-    a many-to-one corpus's pairs are the bundle's (each served by `for_pair`)."""
+    a many-to-one corpus's pairs are the bundle's (each served by `for_pair`); a bundle trained
+    on literal masks (`ragmt data mask-literals`) says so."""
     from models.tokenizer import ByteTokenizer
 
-    d = toy_data
+    d = tmp_path / "data" / "toy"
+    shutil.copytree(toy_data, d)
+    masks = {"share": 0.5, "seed": 1, "lines": 3000, "with_literals": 0, "masked": 0}
+    (d.parent / "manifest.json").write_text(json.dumps({"literal_masks": masks}))
     data = TrainData(
         d / "train.en", d / "train.de", d / "dev.en", d / "dev.de", "mul", "de", "x",
         pairs=(("en", "de"), ("nl", "de")),
@@ -271,7 +276,11 @@ def test_a_byte_model_trains_for_whole_epochs_into_a_bundle_of_its_pairs(
     assert manifest["tokenizer"] == {"kind": "bytes"} and "spm.model" not in manifest["files"]
     assert manifest["pairs"] == [["en", "de"], ["nl", "de"]]
     assert manifest["languages"] == {"source": "en", "target": "de"}
-    assert manifest["trained_on"] == {"data_sha256": "x", "domains": {d.name: 3000}}
+    assert manifest["trained_on"] == {
+        "data_sha256": "x",
+        "domains": {d.name: 3000},
+        "literal_masks": masks,
+    }
     translator = Translator.from_bundle(tmp_path / "bundle")
     assert translator.for_pair("nl", "de").source_lang == "nl"
     with pytest.raises(ValueError, match="translates en->de, nl->de, not fr->de"):
