@@ -110,10 +110,12 @@ def main() -> None:
         help="decode a sentence with literals once, masked (a model trained on the masks)",
     )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--system", help="a label for the records (default: none)")
     ap.add_argument("--results", type=Path, help="append records here (JSON Lines)")
     ap.add_argument("--write-checkset", type=Path, help="write the check set's TSV here")
     args = ap.parse_args()
 
+    from index_builder.retrieval.encoder import bundle_sha256
     from index_builder.retrieval.serving import retrieve_with, store_encoder
     from index_builder.store import load_retriever, open_store
     from models import pipeline
@@ -175,6 +177,8 @@ def main() -> None:
                 "hollow_pct": _hollow_pct(marked, texts, outputs),
                 "seed": args.seed,
                 "model": str(args.model or DEFAULT_BUNDLE),
+                "model_sha256": bundle_sha256(bundle.manifest),
+                **({"system": args.system} if args.system else {}),
                 "git": git,
             }
             if keep and prepared.masked is not None:
