@@ -55,8 +55,8 @@ def mask_literal_lines(
         if rng.random() >= share:
             continue
         masked += 1
-        m, src[i] = pair[0], pair[0].text
-        tgt[i] = pair[1]
+        m, tgt[i] = pair
+        src[i] = m.text
         if nbs is not None:
             rewritten = []
             for nb in nbs[i]:
@@ -88,8 +88,8 @@ def mask_literal_corpus(
             raise ValueError(f"{f}: missing (a prepared domain has train and dev splits)")
     sources, targets = read_lines(src_file), read_lines(tgt_file)
     found = None
-    if train_neighbours is not None:
-        found = [list(x) for x in read_neighbours(train_neighbours, len(sources), 1 << 30)]
+    if train_neighbours is not None:  # each record's every neighbour, not its first k
+        found = read_neighbours(train_neighbours, len(sources), 1 << 30)
     src, tgt, nbs, counts = mask_literal_lines(sources, targets, found, share, seed)
     with atomic_directory(out) as tmp:
         (tmp / domain).mkdir()
