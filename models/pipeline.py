@@ -74,22 +74,15 @@ class Prepared:
     docs: list[Document] | None = None  # format "html": each text's units and tags
     # per text of `inner_texts`, what retrieval found for it; None: its sentence's hits
     inner_hits: list[list[Any]] | None = None
-    mask_first: bool = False  # a variant decoded masked only, in its sentence's place
-
-    def masked_at(self, j: int) -> int:
-        """Where the masked translation of variant j (`variants[j]`) is among `sentences`."""
-        return self.variants[j] if self.mask_first else len(self.seg.segments) + j
-
-    @property
-    def extra_at(self) -> int:
-        """Where `extra`'s translations start among `sentences`."""
-        return len(self.seg.segments) + (0 if self.mask_first else len(self.variants))
+    # the variants holding literals only (no glossary term) are decoded masked only, in
+    # their sentence's place (`DecodeOptions.mask_first`)
+    mask_first: bool = False
 
     @cached_property
     def variants(self) -> list[int]:
         """The sentences that hold literal text or glossary terms: each is decoded twice, as it
         is and with them masked (`finish` keeps the first where it kept them all), or masked
-        only (`mask_first`)."""
+        only (`in_place`)."""
         if self.masked is None:
             return []
         return [
@@ -97,6 +90,33 @@ class Prepared:
             for i, m in enumerate(self.masked)
             if (m.literals or m.prefix or m.suffix) and not m.empty
         ]
+
+    @cached_property
+    def in_place(self) -> frozenset[int]:
+        """The variants decoded masked only, in their sentence's place: with `mask_first`,
+        those without a glossary term (a term's own translation may inflect it, which its
+        restored mask cannot)."""
+        if not self.mask_first:
+            return frozenset()
+        masked = self.masked or []
+        return frozenset(i for i in self.variants if not masked[i].terms)
+
+    @cached_property
+    def _appended(self) -> dict[int, int]:
+        """Each variant decoded twice: its masked text's place among `sentences`."""
+        n = len(self.seg.segments)
+        twice = [i for i in self.variants if i not in self.in_place]
+        return {i: n + k for k, i in enumerate(twice)}
+
+    def masked_at(self, j: int) -> int:
+        """Where the masked translation of variant j (`variants[j]`) is among `sentences`."""
+        i = self.variants[j]
+        return i if i in self.in_place else self._appended[i]
+
+    @property
+    def extra_at(self) -> int:
+        """Where `extra`'s translations start among `sentences`."""
+        return len(self.seg.segments) + len(self._appended)
 
     @cached_property
     def wraps(self) -> dict[int, Wrapped]:
@@ -125,16 +145,11 @@ class Prepared:
 
     @property
     def sentences(self) -> list[str]:
-        """What decoding translates: each sentence, each variant's masked text (in its
-        sentence's place with `mask_first`), then `extra`."""
+        """What decoding translates: each sentence (the masked text of one `in_place`), each
+        other variant's masked text, then `extra`."""
         masked = self.masked or []
-        own = list(self.seg.segments)
-        if self.mask_first:
-            for i in self.variants:
-                own[i] = masked[i].text
-        else:
-            own += [masked[i].text for i in self.variants]
-        return own + [m.text for _, m in self.extra]
+        own = [masked[i].text if i in self.in_place else s for i, s in enumerate(self.seg.segments)]
+        return own + [masked[i].text for i in self._appended] + [m.text for _, m in self.extra]
 
     @property
     def pairs(self) -> list[list[tuple[str, str]]] | None:
@@ -142,16 +157,17 @@ class Prepared:
         with its literals and glossary terms masked in them as in it; None when it reads none."""
         if self.hits is None or not self.reads_hits:
             return None
-        out = [[(h.source, h.target) for h in found] for found in self.hits]
         masked = self.masked or []
-        variants = [
-            [mask_pair(h.source, h.target, masked[i]) for h in self.hits[i]] for i in self.variants
+        hits = self.hits
+
+        def masked_pairs(i: int) -> list[tuple[str, str]]:
+            return [mask_pair(h.source, h.target, masked[i]) for h in hits[i]]
+
+        out = [
+            masked_pairs(i) if i in self.in_place else [(h.source, h.target) for h in found]
+            for i, found in enumerate(hits)
         ]
-        if self.mask_first:
-            for i, pairs in zip(self.variants, variants, strict=True):
-                out[i] = pairs
-        else:
-            out += variants
+        out += [masked_pairs(i) for i in self._appended]
         inner = iter(self.inner_hits or [])
         for i, w in self.wraps.items():  # as `extra`: the wrapped text masked, enclosed ones own
             out.append([mask_pair(h.source, h.target, w.masked) for h in self.hits[i]])
@@ -167,11 +183,9 @@ class Prepared:
         """Per sentence of `sentences` its encoding made by retrieval (None: encode it)."""
         if self.sources is None:
             return None
-        if self.mask_first:  # a masked text is not what retrieval encoded
-            variants = set(self.variants)
-            own = [None if i in variants else s for i, s in enumerate(self.sources)]
-            return [*own, *([None] * len(self.extra))]
-        return [*self.sources, *([None] * (len(self.variants) + len(self.extra)))]
+        # a masked text in its sentence's place is not what retrieval encoded
+        own = [None if i in self.in_place else s for i, s in enumerate(self.sources)]
+        return [*own, *([None] * (len(self._appended) + len(self.extra)))]
 
 
 @dataclass(frozen=True)
@@ -283,8 +297,8 @@ def finish(
     prepared: Prepared, decoded: Sequence[Translation], repair_markup: bool = True
 ) -> list[Output]:
     """Per text: its sentences' translations joined (a sentence with literal text or glossary
-    terms: its own translation where that kept every literal and used every term, else, or
-    always with `mask_first`, its masked one restored; a tag pair left empty repaired,
+    terms: its own translation where that kept every literal and used every term, else (or
+    always, `Prepared.in_place`) its masked one restored; a tag pair left empty repaired,
     `tag_pairs.repair`, unless not `repair_markup`, which measures the repair; an HTML text's
     units put back between its tags); their mean gate; their neighbours."""
     seg = prepared.seg
@@ -301,7 +315,7 @@ def finish(
     for j, i in enumerate(prepared.variants):
         at = prepared.masked_at(j)
         # the masked translation, restored, where the own one lost a literal or a term
-        if prepared.mask_first or not keeps(seg.segments[i], outs[i], masked[i]):
+        if i in prepared.in_place or not keeps(seg.segments[i], outs[i], masked[i]):
             outs[i] = restored[i] = unmask(decoded[at].text, masked[i])
             gates_of[i] = decoded[at].gate
     later = iter(decoded[prepared.extra_at :])

@@ -117,6 +117,7 @@ class FakeTranslator:
 
     source_lang: str = "en"
     uses_memory: bool = False
+    knows_masks: bool = False
 
 
 @dataclass
@@ -228,6 +229,31 @@ def test_mask_first_decodes_a_sentence_with_literals_once_masked_in_its_place() 
     assert out == ["Öffnen Sie %s jetzt.", "Lesen Sie das Handbuch.", "3 Dateien nach /tmp/x."]
     with pytest.raises(ValueError, match="2 translations for 3 sentences"):
         pipeline.finish(prepared, decoded[:2])
+
+    # a sentence with a glossary term is still decoded twice: its own may inflect the term
+    class Terms:
+        def find(self, text: str) -> list[tuple[int, int, str]]:
+            at = text.find("manual")
+            return [(at, at + 6, "Handbuch")] if at >= 0 else []
+
+    mixed = pipeline.prepare(memory, texts, options, retrieve, glossary=Terms())  # type: ignore[arg-type]
+    assert mixed.in_place == {0, 2} and mixed.variants == [0, 1, 2]
+    assert mixed.sentences == [
+        "Open {1} now.",
+        "Read the manual.",
+        "Copy {1} files to {2}.",
+        "Read the {1}.",
+    ]
+    assert [mixed.masked_at(j) for j in range(3)] == [0, 3, 2] and mixed.extra_at == 4
+    own = [
+        Translation(t, None)
+        for t in ["Öffnen Sie {1}.", "Lies die Handbuchseiten.", "{1} {2}", "x"]
+    ]
+    assert [o.text for o in pipeline.finish(mixed, own)] == [
+        "Öffnen Sie %s.",
+        "Lies die Handbuchseiten.",  # its own translation used the term, compounded: kept
+        "3 /tmp/x",
+    ]
     # without it, each is decoded as it is and masked, and its own kept where it kept all
     both = pipeline.prepare(memory, texts, DecodeOptions(), retrieve)  # type: ignore[arg-type]
     assert both.sentences == [*texts, "Open {1} now.", "Copy {1} files to {2}."]
