@@ -117,7 +117,6 @@ class FakeTranslator:
 
     source_lang: str = "en"
     uses_memory: bool = False
-    knows_masks: bool = False
 
 
 @dataclass

@@ -176,7 +176,6 @@ class FakeTranslator:
 
     source_lang: str = "en"
     uses_memory: bool = False
-    knows_masks: bool = False
 
 
 def test_the_pipeline_keeps_a_translation_that_uses_the_terms_else_the_masked_one() -> None:
