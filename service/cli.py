@@ -226,8 +226,7 @@ def data_mask_literals(
     hold URLs, numbers, placeholders... rewritten as the pipeline shows them ({1}, {2})."""
     from models.literal_data import mask_literal_corpus
 
-    if not (data / "manifest.json").is_file():
-        _fail(f"{data} is not prepared data: no manifest.json (run `ragmt data prepare`)")
+    _prepared_manifest(data)
     try:
         counts = mask_literal_corpus(data, domain, out, share, seed, train_neighbours)
     except ValueError as e:
@@ -236,6 +235,14 @@ def data_mask_literals(
         f"{counts.lines} lines, {counts.with_literals} with literals that can be masked, "
         f"{counts.masked} masked: {out}"
     )
+
+
+def _prepared_manifest(data: Path) -> Path:
+    """`data`'s manifest file, or a clear failure when `data` was never prepared."""
+    manifest_file = data / "manifest.json"
+    if not manifest_file.is_file():
+        _fail(f"{data} is not prepared data: no manifest.json (run `ragmt data prepare`)")
+    return manifest_file
 
 
 def _train_data(
@@ -250,9 +257,7 @@ def _train_data(
     from models.artifacts import sha256_file
     from models.train import TrainData
 
-    manifest_file = data / "manifest.json"
-    if not manifest_file.is_file():
-        _fail(f"{data} is not prepared data: no manifest.json (run `ragmt data prepare`)")
+    manifest_file = _prepared_manifest(data)
     manifest = json.loads(manifest_file.read_text())
     src_lang, tgt_lang = manifest["languages"]["source"], manifest["languages"]["target"]
     pairs = tuple((s, t) for s, t in manifest["pairs"]) if "pairs" in manifest else None
