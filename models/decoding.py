@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from models.layers import EncoderState
 
-__all__ = ["RepeatBan", "Repeats", "beam_search", "ctc_greedy", "greedy"]
+__all__ = ["RepeatBan", "Repeats", "beam_search", "ctc_greedy", "fill_order", "greedy"]
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -279,6 +279,20 @@ def _source_repeats(
     return token, False
 
 
+def fill_order(keep: np.ndarray) -> np.ndarray:
+    """The surviving rows `keep` (ascending) in the order decoding keeps them: a survivor among
+    the first `len(keep)` rows stays in its place, and those after them fill the places the
+    dropped rows leave. A cache can then compact in place, moving only those few rows
+    (`models.ort_decoder._compact`), instead of copying every survivor. The order of a
+    batch's sentences changes no sentence's translation."""
+    m = keep.size
+    stay = keep < m
+    order = np.empty(m, dtype=np.int64)
+    order[keep[stay]] = keep[stay]
+    order[np.setdiff1d(np.arange(m), keep[stay], assume_unique=True)] = keep[~stay]
+    return order
+
+
 @torch.inference_mode()
 def greedy(
     model: nn.Module,
@@ -320,12 +334,12 @@ def greedy(
             out[s].append(t)
             keep.append(row)
         if len(keep) < len(alive):
-            idx = torch.tensor(keep, dtype=torch.long, device=src.device)
+            idx = torch.from_numpy(fill_order(np.array(keep, dtype=np.int64))).to(src.device)
             state, cache = state.index_select(idx), cache.index_select(idx)
             tok = tok.index_select(0, idx)
             if repeats is not None:
                 hist, repeats = hist.index_select(0, idx), repeats.select(idx)
-            alive = [alive[r] for r in keep]
+            alive = [alive[r] for r in idx.tolist()]
         if repeats is not None:
             hist = torch.cat([hist, tok[:, None]], dim=1)
         last = tok
@@ -436,7 +450,7 @@ def beam_search(
             if len(finished[alive[a]]) < k and step < limits[alive[a]] and live[a]
         ]
         if len(keep) < n_alive:
-            groups = np.array(keep, dtype=np.int64)
+            groups = fill_order(np.array(keep, dtype=np.int64))
             rows = (groups[:, None] * k + beams).reshape(-1)
             groups_t, rows_t = (
                 torch.from_numpy(groups).to(device),

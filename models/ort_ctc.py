@@ -21,7 +21,7 @@ from collections import OrderedDict
 import torch
 from torch import Tensor, nn
 
-from models.ort_decoder import _digest, _export, _Graph, _quantize, check_runnable
+from models.ort_decoder import _digest, _export, _Graph, _quantize, check_runnable, int8_weights
 
 __all__ = ["OrtCtc", "supports"]
 
@@ -64,19 +64,22 @@ def _graph(model: nn.Module, source: str, target: str) -> bytes:
 def _graphs(model: nn.Module, mode: str) -> dict[tuple[str, str], bytes]:
     """Every direction's graph, int8 with "ort-int8"; kept for the last few models by their
     weights' digest (exporting takes seconds; a process loading a bundle again pays it once)."""
-    key = (type(model).__name__, mode, _digest(model))
+    weights = int8_weights() if mode == "ort-int8" else None
+    key = (type(model).__name__, mode, str(weights), _digest(model))
     if key in _EXPORTED:
         _EXPORTED.move_to_end(key)
         return _EXPORTED[key]
-    int8 = _quantize if mode == "ort-int8" else lambda graph: graph
-    graphs = {pair: int8(_graph(model, *pair)) for pair in directions(model)}
+    graphs = {}
+    for pair in directions(model):
+        graph = _graph(model, *pair)
+        graphs[pair] = graph if weights is None else _quantize(graph, weights)
     _EXPORTED[key] = graphs
     while len(_EXPORTED) > 4:
         _EXPORTED.popitem(last=False)
     return graphs
 
 
-_EXPORTED: OrderedDict[tuple[str, str, str], dict[tuple[str, str], bytes]] = OrderedDict()
+_EXPORTED: OrderedDict[tuple[str, str, str, str], dict[tuple[str, str], bytes]] = OrderedDict()
 
 
 class OrtCtc(nn.Module):

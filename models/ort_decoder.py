@@ -25,6 +25,7 @@ import hashlib
 import io
 import logging
 import math
+import os
 import tempfile
 import threading
 import warnings
@@ -40,7 +41,7 @@ from torch import Tensor, nn
 
 from models.layers import DecoderCache, EncoderState, LearnedPositions, SinusoidalPositions
 
-__all__ = ["ORT_MODES", "OrtDecoder", "thread_budget"]
+__all__ = ["INT8_WEIGHTS", "ORT_MODES", "OrtDecoder", "int8_weights", "thread_budget"]
 
 ORT_MODES = ("ort", "ort-int8")
 # Added to attention logits at padded keys. Finite, so a row whose keys are all padding (a
@@ -392,8 +393,42 @@ class _QuietQuantizer(logging.Filter):
 _QUIET = _QuietQuantizer()
 
 
-def _quantize(onnx_bytes: bytes) -> bytes:
-    """The graph with its constant-weight matrix products in int8 (per output channel)."""
+# CPU flags of the instructions that multiply uint8 activations by int8 weights with exact
+# int32 sums (VNNI, AMX). Without them, ONNX Runtime's x86 int8 kernels pair the products into
+# saturating int16 sums (AVX2's vpmaddubsw).
+_EXACT_U8S8 = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+INT8_WEIGHTS = ("s8", "u8")
+
+
+def int8_weights(cpu_flags: frozenset[str] | None = None) -> str:
+    """The int8 weight type "ort-int8" quantizes to on this CPU: "s8" where its products are
+    exact (`_EXACT_U8S8`), "u8" elsewhere. With s8 weights on AVX2 alone the sums saturate (a
+    toy model agreed with float on 184 of 200 sentences, against 200 with u8). With VNNI or AMX
+    the u8 x s8 kernels are the fast ones: the output projection of 40 rows took 0.48 ms with
+    s8 weights and 1.40 ms with u8 (docs/decoding-speed.md). `RAGMT_INT8_WEIGHTS` (s8 or u8)
+    overrides the choice; `cpu_flags` stands for this CPU's (Linux /proc/cpuinfo) in tests."""
+    forced = os.environ.get("RAGMT_INT8_WEIGHTS")
+    if forced:
+        if forced not in INT8_WEIGHTS:
+            raise ValueError(f"RAGMT_INT8_WEIGHTS must be one of {INT8_WEIGHTS}, got {forced!r}")
+        return forced
+    flags = _cpu_flags() if cpu_flags is None else cpu_flags
+    return "s8" if flags & _EXACT_U8S8 else "u8"
+
+
+def _cpu_flags() -> frozenset[str]:
+    """This CPU's feature flags (empty where /proc/cpuinfo is not there to say)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            line = next((ln for ln in f if ln.startswith("flags")), "")
+    except OSError:
+        return frozenset()
+    return frozenset(line.partition(":")[2].split())
+
+
+def _quantize(onnx_bytes: bytes, weights: str = "u8") -> bytes:
+    """The graph with its constant-weight matrix products in int8 (per output channel), with
+    `weights` "s8" or "u8" (`int8_weights`)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     if _QUIET not in logging.getLogger().filters:
@@ -401,12 +436,9 @@ def _quantize(onnx_bytes: bytes) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "graph.onnx", Path(tmp) / "graph-int8.onnx"
         src.write_bytes(onnx_bytes)
-        # uint8 weights: with int8 ones, AVX2's u8 x s8 products saturate their int16 sums
-        # (the toy model of the tests agreed with float on 184 of 200 sentences, 200 with
-        # uint8; no slower on the 2-core hosts)
         quantize_dynamic(
             src, dst, op_types_to_quantize=["MatMul"], per_channel=True,
-            weight_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8 if weights == "s8" else QuantType.QUInt8,
         )  # fmt: skip
         return dst.read_bytes()
 
@@ -546,11 +578,15 @@ def _graphs(model: nn.Module, mode: str) -> dict[str, bytes]:
     seconds, and a process that loads one bundle several times (tests, a reloading service)
     pays it once.
     """
-    key = (type(model).__name__, mode, _digest(model))
+    weights = int8_weights() if mode == "ort-int8" else None
+    key = (type(model).__name__, mode, str(weights), _digest(model))
     if key in _EXPORTED:
         _EXPORTED.move_to_end(key)
         return _EXPORTED[key]
-    int8 = _quantize if mode == "ort-int8" else lambda graph: graph
+
+    def int8(graph: bytes) -> bytes:
+        return graph if weights is None else _quantize(graph, weights)
+
     graphs = {
         "step": int8(_step_graph(model, False)),
         "cross_kv": int8(_kv_graph(model, "cross_attn")),
@@ -566,7 +602,7 @@ def _graphs(model: nn.Module, mode: str) -> dict[str, bytes]:
     return graphs
 
 
-_EXPORTED: OrderedDict[tuple[str, str, str], dict[str, bytes]] = OrderedDict()
+_EXPORTED: OrderedDict[tuple[str, str, str, str], dict[str, bytes]] = OrderedDict()
 
 
 def _digest(model: nn.Module) -> str:
@@ -737,7 +773,23 @@ class _ReorderedCache(DecoderCache):
 
     order: Tensor | None = None
 
-    def _rows(self, idx: Tensor, keep: frozenset[str]) -> DecoderCache:
+    def index_select(self, idx: Tensor) -> DecoderCache:
+        """Rows `idx`, one a sentence (greedy dropping finished sentences): the per-sentence
+        tensors compacted in place (`_compact`), this cache spent."""
+        return self.select_sentences(idx, idx)
+
+    def select_sentences(self, sentences: Tensor, rows: Tensor) -> DecoderCache:
+        """As `DecoderCache.select_sentences`, but the per-sentence tensors (the cross-attention
+        and memory keys/values, most of the cache) are compacted in place rather than copied
+        (`_compact`), and the self-attention keys/values are reordered by the next step. This
+        cache is spent: its per-sentence tensors now hold the kept sentences first."""
+        cache = self._rows(rows, keep=self.per_sentence)
+        for layer in cache.layers:
+            for key in self.per_sentence & layer.keys():
+                layer[key] = _compact(layer[key], sentences)
+        return cache
+
+    def _rows(self, idx: Tensor, keep: frozenset[str]) -> _ReorderedCache:
         deferred = keep | {"self_k", "self_v"}
         layers = [
             {k: v if k in deferred else v.index_select(0, idx) for k, v in c.items()}
@@ -745,6 +797,18 @@ class _ReorderedCache(DecoderCache):
         ]
         order = idx if self.order is None else self.order.index_select(0, idx)
         return _ReorderedCache(layers, self.step, self.per_sentence, order)
+
+
+def _compact(t: Tensor, idx: Tensor) -> Tensor:
+    """Rows `idx` of `t` as the first `len(idx)` rows of `t` itself, returned as that prefix:
+    only the rows whose place changes are copied, in place. Beam search orders the sentences it
+    keeps so that few move (`models.decoding.fill_order`); a prefix of a contiguous tensor is
+    fed to ONNX Runtime without a copy. Dropping finished sentences by `index_select` copied
+    every kept sentence's keys and values, a tenth of a batch of 32's decoding time."""
+    moved = torch.nonzero(idx != torch.arange(idx.numel())).flatten()
+    if moved.numel():
+        t[moved] = t.index_select(0, idx.index_select(0, moved))
+    return t[: idx.numel()]
 
 
 def _put(layers: list[dict[str, Tensor]], kind: str, kv: list[np.ndarray]) -> None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.decoding import Repeats, beam_search, greedy
+from models.decoding import Repeats, beam_search, fill_order, greedy
 from models.transformer import Transformer, TransformerConfig
 from tests.models.per_row import PerRowDecoding
 
@@ -293,3 +293,21 @@ def test_the_ban_table_holds_exactly_what_apply_bans() -> None:
     assert set(table[1].tolist()) == {PAD}  # nothing banned on that row
     assert {6, 7, 13} <= set(table[0].tolist())  # "6 7 6" closes "6 7" and 6 is a word
     assert ban.table(hist[:, :0], 2, PAD).tolist() == [[PAD]] * 4
+
+
+@pytest.mark.unit
+def test_fill_order_moves_only_the_survivors_past_the_kept_count() -> None:
+    """Every survivor once; one among the first len(keep) rows stays in its place; the others
+    fill the places dropped rows left, so compacting in place moves only them."""
+    rng = np.random.default_rng(0)
+    for n in range(1, 12):
+        for _ in range(30):
+            keep = np.flatnonzero(rng.random(n) < 0.6)
+            order = fill_order(keep)
+            m = keep.size
+            assert sorted(order.tolist()) == keep.tolist()
+            stays = keep[keep < m]
+            assert (order[stays] == stays).all()
+            assert int((order != np.arange(m)).sum()) == int((keep >= m).sum())
+    assert fill_order(np.array([0, 2, 3, 5, 7])).tolist() == [0, 5, 2, 3, 7]
+    assert fill_order(np.array([], dtype=np.int64)).tolist() == []

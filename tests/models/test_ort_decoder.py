@@ -13,7 +13,13 @@ import torch
 
 from models.bundle import load_bundle
 from models.decoding import _constrain, beam_search
-from models.ort_decoder import PARALLEL_POSITIONS, OrtDecoder, supports, thread_budget
+from models.ort_decoder import (
+    PARALLEL_POSITIONS,
+    OrtDecoder,
+    int8_weights,
+    supports,
+    thread_budget,
+)
 from models.quantize import resolve
 from models.semiparametric import MEMORY_MODES, Neighbours, SemiParametricModel
 from models.translator import DecodeOptions, Translator
@@ -155,6 +161,25 @@ def test_a_memory_model_decodes_with_and_without_neighbours(memory_bundle: Path)
     )
 
 
+def test_dropping_finished_sentences_compacts_the_cache_in_place(memory_bundle: Path) -> None:
+    """The kept sentences' keys and values are those `index_select` gives, in the storage they
+    were in (only the sentences whose place changed are copied); the hypotheses' own rows are
+    reordered by the next step."""
+    model = OrtDecoder(load_bundle(memory_bundle).model, "ort")
+    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0], [10, 2, 0, 0], [11, 12, 13, 2]])
+    pairs = [[([3 + i, 4, 5], [6, 7 + i]), ([8, 9], [10 + i])] for i in range(4)]
+    nb = Neighbours.from_lists(pairs, model.config.pad_id)
+    with torch.inference_mode():
+        cache = model.init_cache(model.encode(src, nb))
+        before = {k: v.clone() for k, v in cache.layers[0].items()}
+        storage = {k: v.data_ptr() for k, v in cache.layers[0].items()}
+        sentences = torch.tensor([0, 3, 2])  # 1 dropped: 3 moves into its place
+        kept = cache.select_sentences(sentences, torch.arange(6))
+    for key, was in before.items():
+        assert torch.equal(kept.layers[0][key], was.index_select(0, sentences)), key
+        assert kept.layers[0][key].data_ptr() == storage[key], key
+
+
 def test_int8_still_translates_the_toy_task(bundle: Path) -> None:
     """On 200 toy sentences ort-int8 says what float says nearly always (as PyTorch's int8
     decoder does, tests/models/test_quantize.py) and is right as often, give or take two."""
@@ -261,3 +286,33 @@ def test_a_dense_store_of_the_float_model_encodes_once_for_the_ort_one(
     path = build_store(pairs, "toy", "dense-ngram", tmp_path, {"widths": [2]}, model=bundle)
     retriever = load_retriever(open_store(path), loaded)
     assert retriever.encodes_with(Translator.from_loaded(loaded, "ort-int8").model)
+
+
+@pytest.mark.unit
+def test_int8_weights_are_signed_only_where_the_cpu_sums_them_exactly(monkeypatch) -> None:
+    monkeypatch.delenv("RAGMT_INT8_WEIGHTS", raising=False)
+    assert int8_weights(frozenset({"avx2", "fma"})) == "u8"  # AVX2: saturating int16 sums
+    assert int8_weights(frozenset()) == "u8"  # unknown CPU
+    for exact in ("avx512_vnni", "avx_vnni", "amx_int8"):
+        assert int8_weights(frozenset({"avx2", exact})) == "s8"
+    monkeypatch.setenv("RAGMT_INT8_WEIGHTS", "u8")
+    assert int8_weights(frozenset({"avx512_vnni"})) == "u8"
+    monkeypatch.setenv("RAGMT_INT8_WEIGHTS", "int4")
+    with pytest.raises(ValueError, match="RAGMT_INT8_WEIGHTS must be one of"):
+        int8_weights()
+
+
+def test_int8_translates_the_toy_task_with_this_cpus_weights_and_u8(
+    bundle: Path, monkeypatch
+) -> None:
+    """This CPU's default weight type (s8 where its sums are exact) and the u8 fallback each
+    agree with float on nearly every toy sentence."""
+    loaded = load_bundle(bundle)
+    texts = [s for s, _ in toy_pairs(200, seed=11)]
+    options = DecodeOptions(beam_size=4)
+    want = Translator.from_loaded(loaded, "ort").translate(texts, options)
+    monkeypatch.delenv("RAGMT_INT8_WEIGHTS", raising=False)
+    for weights in sorted({int8_weights(), "u8"}):
+        monkeypatch.setenv("RAGMT_INT8_WEIGHTS", weights)
+        got = Translator.from_loaded(loaded, "ort-int8").translate(texts, options)
+        assert sum(a == b for a, b in zip(got, want, strict=True)) >= 194, weights
