@@ -19,9 +19,11 @@ the `bench` extra (`pip install -e '.[bench]'`); without it they are left out, s
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from index_builder.store import load_retriever, open_store
 from models import pipeline
 from models.bundle import load_bundle
 from models.data import read_lines
+from models.ort_decoder import int8_weights
 from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE, DecodeOptions, Translator
 
 BEAM = 4
@@ -101,6 +104,12 @@ def systems(args: argparse.Namespace, work: Path) -> dict[str, Translate]:
         out["ragmt memory model ort-int8 + retrieval"] = ragmt_system(
             memory_ort, retrieve_with(memory_ort, retriever)
         )
+        if int8_weights() == "s8":  # this CPU's default: beside it, the u8 fallback's speed
+            with _weights("u8"):
+                memory_u8 = Translator.from_loaded(memory_bundle, "ort-int8")
+            out["ragmt memory model ort-int8, u8 weights, + retrieval"] = ragmt_system(
+                memory_u8, retrieve_with(memory_u8, retriever)
+            )
     try:
         from benchmarks import ctranslate2_model as ct2
     except ImportError as e:
@@ -112,6 +121,20 @@ def systems(args: argparse.Namespace, work: Path) -> dict[str, Translate]:
     # with several threads, CTranslate2's other way to use them: batches decoded at once
     out[CT2_AT_ONCE] = CT2System(ct2.CT2Translator, model_dir, "int8", batches_at_once=2)
     return out
+
+
+@contextlib.contextmanager
+def _weights(kind: str) -> Iterator[None]:
+    """Within the block, ort-int8 graphs are built with `kind` weights (`int8_weights`)."""
+    before = os.environ.get("RAGMT_INT8_WEIGHTS")
+    os.environ["RAGMT_INT8_WEIGHTS"] = kind
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["RAGMT_INT8_WEIGHTS"]
+        else:
+            os.environ["RAGMT_INT8_WEIGHTS"] = before
 
 
 class CT2System:
@@ -166,7 +189,7 @@ def main() -> None:
     throughput = sentences[: args.throughput_sentences]
     pieces = Translator.from_bundle(args.baseline).tokenizer
     count = lambda text: len(pieces.encode(text, "de"))  # noqa: E731
-    print(f"machine: {machine()}")
+    print(f"machine: {machine()}; ort-int8 weights: {int8_weights()}")
     print(
         f"{args.domain} test: {len(latency)} sentences at batch 1, {len(throughput)} at batch "
         f"32; beam {BEAM}; baseline {args.baseline}, memory model {args.model}"
@@ -192,6 +215,7 @@ def main() -> None:
                     threads=threads,
                     beam=BEAM,
                     domain=args.domain,
+                    int8_weights=int8_weights(),
                     latency_sentences=len(latency),
                     throughput_sentences=len(throughput),
                     **row,

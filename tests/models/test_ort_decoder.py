@@ -297,8 +297,10 @@ def test_int8_weights_are_signed_only_where_the_cpu_sums_them_exactly(monkeypatc
         assert int8_weights(frozenset({"avx2", exact})) == "s8"
     monkeypatch.setenv("RAGMT_INT8_WEIGHTS", "u8")
     assert int8_weights(frozenset({"avx512_vnni"})) == "u8"
+    monkeypatch.setenv("RAGMT_INT8_WEIGHTS", "auto")
+    assert int8_weights(frozenset({"avx512_vnni"})) == "s8"
     monkeypatch.setenv("RAGMT_INT8_WEIGHTS", "int4")
-    with pytest.raises(ValueError, match="RAGMT_INT8_WEIGHTS must be one of"):
+    with pytest.raises(ValueError, match="RAGMT_INT8_WEIGHTS must be auto or one of"):
         int8_weights()
 
 
