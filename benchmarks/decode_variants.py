@@ -1,0 +1,174 @@
+"""Two ways of decoding the served memory model with retrieval, timed in pairs in one process
+(ort-int8, beam 4, one thread): the host's time moves by up to 30% from run to run, and
+alternating the two is what makes a 5-10% difference visible.
+
+    python -m benchmarks.decode_variants --data data/en-de --stores STORES --domain medical \
+        [--results FILE]
+
+- `weights`: s8 against u8 int8 weights (`models.ort_decoder.int8_weights`); different
+  weights give slightly different translations, counted.
+- `compaction`: finished sentences dropped by moving the few survivors past the kept count
+  in place (`models.decoding.fill_order`, `models.ort_decoder._compact`) against copying every
+  kept sentence's keys and values (the code before, restored for the comparison); the
+  translations must be the same.
+
+Batch 32: the whole `--throughput-sentences` three times, the two variants by turns; batch 1:
+each of `--latency-sentences` once with each variant, by turns (p50, p95, mean).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks._common import machine, pct, run_fields, write_record
+from index_builder.retrieval.serving import retrieve_with, store_encoder
+from index_builder.store import load_retriever, open_store
+from models import decoding, ort_decoder, pipeline
+from models.bundle import load_bundle
+from models.data import read_lines
+from models.layers import DecoderCache
+from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
+
+Run = Callable[[list[str], int], tuple[float, list[str]]]  # (texts, batch) -> (seconds, outputs)
+
+
+@contextlib.contextmanager
+def _weights(kind: str) -> Iterator[None]:
+    before = os.environ.get("RAGMT_INT8_WEIGHTS")
+    os.environ["RAGMT_INT8_WEIGHTS"] = kind
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("RAGMT_INT8_WEIGHTS")
+        else:
+            os.environ["RAGMT_INT8_WEIGHTS"] = before
+
+
+@contextlib.contextmanager
+def _copying() -> Iterator[None]:
+    """The code before in-place compaction: survivors in ascending order, all copied."""
+    cache = ort_decoder._ReorderedCache
+    saved = decoding.fill_order, cache.select_sentences, cache.index_select
+    decoding.fill_order = lambda keep: keep
+    cache.select_sentences, cache.index_select = (
+        DecoderCache.select_sentences,
+        DecoderCache.index_select,
+    )
+    try:
+        yield
+    finally:
+        decoding.fill_order, cache.select_sentences, cache.index_select = saved
+
+
+def _runner(translator: Translator, retrieve: object, context=contextlib.nullcontext) -> Run:
+    def run(texts: list[str], batch: int) -> tuple[float, list[str]]:
+        options = DecodeOptions(beam_size=4, batch_size=batch)
+        with context():
+            start = time.perf_counter()
+            done = pipeline.translate(translator, texts, options, retrieve)
+            return time.perf_counter() - start, [o.text for o in done.outputs]
+
+    return run
+
+
+def paired(a: Run, b: Run, latency: list[str], throughput: list[str]) -> dict[str, float]:
+    """Both variants by turns: batch 32 three times, batch 1 sentence by sentence."""
+    a(throughput[:32], 32), b(throughput[:32], 32)  # warm-up
+    batch = {"a": 0.0, "b": 0.0}
+    for _ in range(3):
+        seconds, out_a = a(throughput, 32)
+        batch["a"] += seconds
+        seconds, out_b = b(throughput, 32)
+        batch["b"] += seconds
+    one: dict[str, list[float]] = {"a": [], "b": []}
+    for s in latency:
+        one["a"].append(a([s], 1)[0] * 1000)
+        one["b"].append(b([s], 1)[0] * 1000)
+    row: dict[str, float] = {
+        "batch32_seconds_a": batch["a"],
+        "batch32_seconds_b": batch["b"],
+        "batch32_ratio": batch["a"] / batch["b"],
+        "batch32_outputs_differing": sum(x != y for x, y in zip(out_a, out_b, strict=True)),
+    }
+    for side, times in one.items():
+        row[f"p50_ms_{side}"] = pct(times, 50)
+        row[f"p95_ms_{side}"] = pct(times, 95)
+        row[f"mean_ms_{side}"] = float(np.mean(times))
+    row["p50_ratio"] = row["p50_ms_a"] / row["p50_ms_b"]
+    row["mean_ratio"] = row["mean_ms_a"] / row["mean_ms_b"]
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", type=Path, default=DEFAULT_BUNDLE)
+    ap.add_argument("--data", type=Path, default=Path("data/en-de"))
+    ap.add_argument("--domain", default="medical")
+    ap.add_argument("--stores", type=Path, required=True, help="stores directory, by domain")
+    ap.add_argument("--latency-sentences", type=int, default=200)
+    ap.add_argument("--throughput-sentences", type=int, default=256)
+    ap.add_argument("--variants", default="weights,compaction")
+    ap.add_argument("--results", type=Path, default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    base = run_fields("decode-variants")
+    sentences = [s for s in read_lines(args.data / args.domain / "test.en") if s.strip()]
+    latency = sentences[: args.latency_sentences]
+    throughput = sentences[: args.throughput_sentences]
+    bundle = load_bundle(args.model)
+    store = open_store(args.stores / args.domain)
+    retriever = load_retriever(store, store_encoder(store.manifest, bundle))
+    print(f"machine: {machine()}; one thread; {args.domain} test, beam 4, ort-int8")
+    pairs: dict[str, tuple[str, str, Run, Run]] = {}
+    for variant in args.variants.split(","):
+        if variant == "weights":
+            made = {}
+            for kind in ("s8", "u8"):
+                with _weights(kind):
+                    t = Translator.from_loaded(bundle, "ort-int8")
+                made[kind] = _runner(t, retrieve_with(t, retriever))
+            pairs[variant] = ("s8", "u8", made["s8"], made["u8"])
+        elif variant == "compaction":
+            t = Translator.from_loaded(bundle, "ort-int8")
+            r = retrieve_with(t, retriever)
+            pairs[variant] = ("in place", "copying", _runner(t, r), _runner(t, r, _copying))
+        else:
+            raise SystemExit(f"unknown variant {variant!r}: weights or compaction")
+    print(
+        "| variant | a / b | batch 32: a / b time | outputs differing | batch-1 p50 ms a, b | "
+        "mean ms a, b |\n|---|---|---:|---:|---:|---:|"
+    )
+    for variant, (name_a, name_b, a, b) in pairs.items():
+        row = paired(a, b, latency, throughput)
+        print(
+            f"| {variant} | {name_a} / {name_b} | {row['batch32_ratio']:.3f} "
+            f"({row['batch32_seconds_a']:.2f} s / {row['batch32_seconds_b']:.2f} s) | "
+            f"{row['batch32_outputs_differing']} of {len(throughput)} | "
+            f"{row['p50_ms_a']:.1f}, {row['p50_ms_b']:.1f} | "
+            f"{row['mean_ms_a']:.1f}, {row['mean_ms_b']:.1f} |"
+        )
+        write_record(
+            args.results,
+            base,
+            variant=variant,
+            a=name_a,
+            b=name_b,
+            domain=args.domain,
+            int8_weights=ort_decoder.int8_weights(),
+            latency_sentences=len(latency),
+            throughput_sentences=len(throughput),
+            **row,
+        )
+
+
+if __name__ == "__main__":
+    main()
