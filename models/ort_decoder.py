@@ -404,8 +404,8 @@ def int8_weights(cpu_flags: frozenset[str] | None = None) -> str:
     """The int8 weight type "ort-int8" quantizes to on this CPU: "s8" where its products are
     exact (`_EXACT_U8S8`), "u8" elsewhere. With s8 weights on AVX2 alone the sums saturate (a
     toy model agreed with float on 184 of 200 sentences, against 200 with u8). With VNNI or AMX
-    the u8 x s8 kernels are the fast ones: the output projection of 40 rows took 0.48 ms with
-    s8 weights and 1.40 ms with u8 (docs/decoding-speed.md). `RAGMT_INT8_WEIGHTS` (s8 or u8;
+    the u8 x s8 kernels are the fast ones: the output projection of 40 rows took 0.36 ms with
+    s8 weights and 1.29 ms with u8 (`benchmarks.int8_products`, docs/decoding-speed.md). `RAGMT_INT8_WEIGHTS` (s8 or u8;
     auto or unset: this rule) overrides the choice; `cpu_flags` stands for this CPU's (Linux
     /proc/cpuinfo) in tests."""
     forced = os.environ.get("RAGMT_INT8_WEIGHTS", "auto")
