@@ -333,6 +333,8 @@ def greedy(
                 continue
             out[s].append(t)
             keep.append(row)
+        if not keep:
+            break  # every sentence is done
         if len(keep) < len(alive):
             idx = torch.from_numpy(fill_order(np.array(keep, dtype=np.int64))).to(src.device)
             state, cache = state.index_select(idx), cache.index_select(idx)
@@ -449,6 +451,8 @@ def beam_search(
             for a in range(n_alive)
             if len(finished[alive[a]]) < k and step < limits[alive[a]] and live[a]
         ]
+        if not keep:
+            break  # every sentence is done: nothing to carry into another step
         if len(keep) < n_alive:
             groups = fill_order(np.array(keep, dtype=np.int64))
             rows = (groups[:, None] * k + beams).reshape(-1)
