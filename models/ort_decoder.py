@@ -405,9 +405,9 @@ def int8_weights(cpu_flags: frozenset[str] | None = None) -> str:
     exact (`_EXACT_U8S8`), "u8" elsewhere. With s8 weights on AVX2 alone the sums saturate (a
     toy model agreed with float on 184 of 200 sentences, against 200 with u8). With VNNI or AMX
     the u8 x s8 kernels are the fast ones: the output projection of 40 rows took 0.36 ms with
-    s8 weights and 1.29 ms with u8 (`benchmarks.int8_products`, docs/decoding-speed.md). `RAGMT_INT8_WEIGHTS` (s8 or u8;
-    auto or unset: this rule) overrides the choice; `cpu_flags` stands for this CPU's (Linux
-    /proc/cpuinfo) in tests."""
+    s8 weights and 1.29 ms with u8 (`benchmarks.int8_products`, docs/decoding-speed.md).
+    `RAGMT_INT8_WEIGHTS` (s8 or u8; auto or unset: this rule) overrides the choice;
+    `cpu_flags` stands for this CPU's (Linux /proc/cpuinfo) in tests."""
     forced = os.environ.get("RAGMT_INT8_WEIGHTS", "auto")
     if forced != "auto":
         if forced not in INT8_WEIGHTS:
