@@ -540,7 +540,7 @@ class _OrtMemoryEncoder(nn.Module):
     """Stands in for a memory model's `MemoryEncoder`: packs its neighbours' real tokens and
     runs `_PackedMemoryEncoder`'s graph on them."""
 
-    packs = True  # SemiParametricModel.encode: padding costs nothing, so one call for all slots
+    packs = True  # SemiParametricModel.encode groups its slots by `PACKED_GROUPS`
 
     def __init__(self, graph: _Graph, uses_sources: bool) -> None:
         super().__init__()

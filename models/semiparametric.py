@@ -58,6 +58,12 @@ MEMORY_INITS = ("random", "baseline")
 # of at least this many slots (a single sentence's few neighbours stay one call).
 MEMORY_GROUPS = 4
 MEMORY_GROUP_MIN = 64
+# An encoder that packs real tokens (ONNX Runtime's) still lays each neighbour out padded to the
+# call's widest for attention (softmax and its transposes were 41% of its time at batch 32).
+# Grouped by length, a batch of 32 took 0.91x the time on the medical and general tests (its
+# memory encoder 0.57-0.64x; docs/decoding-speed.md); a sentence's few neighbours stay one call.
+PACKED_GROUPS = 6
+PACKED_GROUP_MIN = 32
 
 # Fields of TransformerConfig a warm start may change: training settings, not shapes.
 _WARM_START_FREE = frozenset({"dropout", "attn_dropout"})
@@ -457,9 +463,12 @@ class SemiParametricModel(Transformer):
             # result is the same as one padded call.
             lens = (~tgt_pad).sum(dim=1).index_select(0, present)
             order = present.index_select(0, torch.argsort(lens, stable=True))
-            groups = min(MEMORY_GROUPS, -(-order.numel() // MEMORY_GROUP_MIN))
-            if self.memory_encoder.packs:  # computes real tokens only: one call
-                groups = 1
+            most, least = (
+                (PACKED_GROUPS, PACKED_GROUP_MIN)
+                if self.memory_encoder.packs
+                else (MEMORY_GROUPS, MEMORY_GROUP_MIN)
+            )
+            groups = min(most, -(-order.numel() // least))
             for slots in order.tensor_split(groups):
                 enc = self._encode_slots(slots, n, tgt, tgt_pad, src_all, base)
                 retrieved[slots, : enc.size(1)] = enc
@@ -486,7 +495,9 @@ class SemiParametricModel(Transformer):
     ) -> Tensor:
         """Encode neighbour slots `(P,)` of the flat `(B*N, L)` layout, cut to their width."""
         c = self.config
-        rows = slots // n  # sentence of each slot
+        # the group's own sentences, and each slot's among them: their encodings are read (and
+        # by ONNX Runtime's encoder projected) once per call, for these sentences only
+        sentences, rows = torch.unique(slots // n, return_inverse=True)
         t_pad = tgt_pad.index_select(0, slots)
         width = int((~t_pad).sum(dim=1).max())
         src_x = src_pad = None
@@ -501,8 +512,8 @@ class SemiParametricModel(Transformer):
             t_pad[:, :width],
             src_x,
             src_pad,
-            base.memory,
-            base.src_pad,
+            base.memory.index_select(0, sentences),
+            base.src_pad.index_select(0, sentences),
             rows,
         )  # (P, width, D)
 

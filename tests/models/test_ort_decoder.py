@@ -93,16 +93,17 @@ def test_each_step_gives_pytorchs_best_tokens(memory_bundle: Path, mode: str) ->
 @pytest.mark.parametrize("mode", MEMORY_MODES)
 def test_the_memory_encoder_computes_real_tokens_only(memory_bundle: Path, mode: str) -> None:
     """Neighbours of very different lengths, more slots than one length group holds: the
-    graph is called once, is fed exactly the retrieved pairs' real tokens, and its memory
-    equals the float model's padded encoding in every variant."""
-    from models import ort_decoder
+    graph is called once per length group, is fed exactly the retrieved pairs' real tokens and
+    each group's query sentences once, and its memory equals the float model's padded
+    encoding in every variant."""
+    from models import ort_decoder, semiparametric
 
     config = dataclasses.replace(load_bundle(memory_bundle).model.config, memory_mode=mode)
     torch.manual_seed(1)
     model = SemiParametricModel(config).eval()
     ort = OrtDecoder(model, "ort")
     g = torch.Generator().manual_seed(2)
-    pairs = []  # 18 sentences x 4 neighbours = 72 slots (over MEMORY_GROUP_MIN), one empty
+    pairs = []  # 18 sentences x 4 neighbours, one sentence without: 68 slots, several groups
     for i in range(18):
         lengths = torch.randint(1, 17, (4, 2), generator=g).tolist()
         pairs.append(
@@ -122,19 +123,20 @@ def test_the_memory_encoder_computes_real_tokens_only(memory_bundle: Path, mode:
     graph.run = spy  # type: ignore[method-assign]
     with torch.inference_mode():
         want, got = model.encode(src, neighbours), ort.encode(src, neighbours)
-    assert len(fed) == 1
+    assert len(fed) == min(semiparametric.PACKED_GROUPS, -(-68 // semiparametric.PACKED_GROUP_MIN))
+    assert len(fed) > 1
     real_targets = sum(len(t) for p in pairs for _, t in p)
-    assert fed[0]["tgt"].shape == (real_targets, config.d_model)
+    assert sum(len(f["tgt"]) for f in fed) == real_targets
     if mode == "cstm":
-        assert fed[0]["src"].shape[0] == sum(len(s) for p in pairs for s, _ in p)
-    assert len(fed[0]["context"]) == len(src)  # the query sentences once, not per neighbour
-    # the call's width for its thread count: the tokens it computes, not their padded layout
-    padded = sum(fed[0][k].size for k in ("t_pad", "s_pad") if k in fed[0])
-    assert (
-        ort_decoder._positions(fed[0])
-        == sum(len(fed[0][k]) for k in ("tgt", "src") if k in fed[0])
-        < padded
-    )
+        assert sum(len(f["src"]) for f in fed) == sum(len(s) for p in pairs for s, _ in p)
+    for f in fed:
+        # each of the group's query sentences once, not per neighbour nor the whole batch's
+        assert np.array_equal(np.unique(f["rows"]), np.arange(len(f["context"])))
+        # the call's width for its thread count: the tokens it computes, not their padded layout
+        padded = sum(f[k].size for k in ("t_pad", "s_pad") if k in f)
+        real = sum(len(f[k]) for k in ("tgt", "src") if k in f)
+        assert ort_decoder._positions(f) == real <= padded
+    assert sum(len(f["context"]) for f in fed) < len(fed) * len(src)
     assert torch.equal(got.retrieved_pad, want.retrieved_pad)
     real = ~want.retrieved_pad
     torch.testing.assert_close(got.retrieved[real], want.retrieved[real], atol=1e-5, rtol=0)
