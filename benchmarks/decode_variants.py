@@ -11,6 +11,9 @@ alternating the two is what makes a 5-10% difference visible.
   in place (`models.decoding.fill_order`, `models.ort_decoder._compact`) against copying every
   kept sentence's keys and values (the code before, restored for the comparison); the
   translations must be the same.
+- `groups`: a large batch's neighbours encoded in length groups
+  (`models.semiparametric.PACKED_GROUPS`) against one call for them all (the code before);
+  each call quantizes its activations with its own scale, so some translations differ.
 
 Batch 32: the whole `--throughput-sentences` three times, the two variants by turns; batch 1:
 each of `--latency-sentences` once with each variant, by turns (p50, p95, mean).
@@ -31,7 +34,7 @@ import torch
 from benchmarks._common import machine, pct, run_fields, write_record
 from index_builder.retrieval.serving import retrieve_with, store_encoder
 from index_builder.store import load_retriever, open_store
-from models import decoding, ort_decoder, pipeline
+from models import decoding, ort_decoder, pipeline, semiparametric
 from models.bundle import load_bundle
 from models.data import read_lines
 from models.layers import DecoderCache
@@ -67,6 +70,17 @@ def _copying() -> Iterator[None]:
         yield
     finally:
         decoding.fill_order, cache.select_sentences, cache.index_select = saved
+
+
+@contextlib.contextmanager
+def _one_call() -> Iterator[None]:
+    """The code before length groups for a packing memory encoder: all neighbours at once."""
+    saved = semiparametric.PACKED_GROUPS
+    semiparametric.PACKED_GROUPS = 1
+    try:
+        yield
+    finally:
+        semiparametric.PACKED_GROUPS = saved
 
 
 def _runner(translator: Translator, retrieve: object, context=contextlib.nullcontext) -> Run:
@@ -116,7 +130,7 @@ def main() -> None:
     ap.add_argument("--stores", type=Path, required=True, help="stores directory, by domain")
     ap.add_argument("--latency-sentences", type=int, default=200)
     ap.add_argument("--throughput-sentences", type=int, default=256)
-    ap.add_argument("--variants", default="weights,compaction")
+    ap.add_argument("--variants", default="weights,compaction,groups")
     ap.add_argument("--results", type=Path, default=None)
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -141,8 +155,12 @@ def main() -> None:
             t = Translator.from_loaded(bundle, "ort-int8")
             r = retrieve_with(t, retriever)
             pairs[variant] = ("in place", "copying", _runner(t, r), _runner(t, r, _copying))
+        elif variant == "groups":
+            t = Translator.from_loaded(bundle, "ort-int8")
+            r = retrieve_with(t, retriever)
+            pairs[variant] = ("length groups", "one call", _runner(t, r), _runner(t, r, _one_call))
         else:
-            raise SystemExit(f"unknown variant {variant!r}: weights or compaction")
+            raise SystemExit(f"unknown variant {variant!r}: weights, compaction or groups")
     print(
         "| variant | a / b | batch 32: a / b time | outputs differing | batch-1 p50 ms a, b | "
         "mean ms a, b |\n|---|---|---:|---:|---:|---:|"
