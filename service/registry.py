@@ -15,6 +15,7 @@ from typing import Any
 
 from models.artifacts import ArtifactError
 from models.bundle import WEIGHTS_FILE, LoadedBundle, ModelCard, load_bundle
+from models.ort_decoder import int8_weights
 from models.quantize import resolve
 from models.translator import Translator
 from service.errors import NotFound, NotReady, UnsupportedLanguage
@@ -34,6 +35,7 @@ class LoadedModel:
     path: Path
     bundle: LoadedBundle | None = None  # what dense stores encode queries with
     quantize: str = "none"  # how it decodes: none, int8, int8-rows, ort, ort-int8 (models.quantize)
+    int8_weights: str | None = None  # ort-int8's weight type on this CPU: s8 or u8
 
     @property
     def card(self) -> ModelCard:
@@ -51,8 +53,10 @@ class LoadedModel:
     @property
     def decoder_id(self) -> str:
         """What its outputs depend on besides the input: the weights, and how they decode
-        (a translation cache shared by replicas keys on it)."""
-        return self.weights_sha256 + ("" if self.quantize == "none" else f"+{self.quantize}")
+        (a translation cache shared by replicas keys on it; replicas on CPUs that quantize to
+        different int8 weight types translate a little differently)."""
+        how = "" if self.quantize == "none" else f"+{self.quantize}"
+        return self.weights_sha256 + how + (f"+{self.int8_weights}" if self.int8_weights else "")
 
     @property
     def uses_memory(self) -> bool:
@@ -100,7 +104,8 @@ class ModelRegistry:
         bundle = load_bundle(path, device=self.device)
         quantize = resolve(self.quantize, self.device, bundle.model)
         translator = Translator.from_loaded(bundle, quantize)
-        loaded = LoadedModel(name, translator, bundle.manifest, path, bundle, quantize)
+        weights = int8_weights() if quantize == "ort-int8" else None
+        loaded = LoadedModel(name, translator, bundle.manifest, path, bundle, quantize, weights)
         self._models[name] = loaded
         for pair in loaded.pairs:
             self._defaults.setdefault(pair, name)

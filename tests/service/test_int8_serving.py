@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from models.ort_decoder import int8_weights
 from service.app import create_app
 from service.settings import Settings
 from tests.service.conftest import running
@@ -30,11 +31,13 @@ async def test_int8_decoders_serve_and_are_cached_apart(bundle: Path, tmp_path: 
             assert [r["translation"] for r in resp.json()["results"]] == [gloss(t) for t in texts]
             (info,) = (await c.get("/info")).json()["models"]
             assert info["quantize"] == q
+            assert info["int8_weights"] == (int8_weights() if q == "ort-int8" else None)
             model = app.state.engine.models[0]
             ids[q] = model.decoder_id
             assert model.translator.model is not model.bundle.model or q == "none"
     assert len(set(ids.values())) == 3
     assert ids["int8"].startswith(ids["none"]) and ids["ort-int8"].startswith(ids["none"])
+    assert ids["ort-int8"].endswith(f"+ort-int8+{int8_weights()}")  # replicas' CPUs may differ
 
 
 def test_int8_is_refused_off_the_cpu() -> None:
