@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from index_builder.retrieval.encoder import bundle_sha256
 from index_builder.store import active_version
 from models.artifacts import sha256_file
+from models.ort_decoder import int8_weights
 from service.cli import app
 from tests.service.conftest import make_store
 from tests.toy import gloss, toy_pairs
@@ -66,6 +67,7 @@ def test_eval_appends_one_record_per_domain_saying_what_produced_it(
         "batch_size": 32,
         "neighbours_k": None,
         "quantize": "ort-int8",  # auto, on the CPU
+        "int8_weights": int8_weights(),  # as suits this CPU
         "block_repeats": 16,
         "keep_literals": True,
     }
