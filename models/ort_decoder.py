@@ -429,7 +429,7 @@ def _cpu_flags() -> frozenset[str]:
     return frozenset(line.partition(":")[2].split())
 
 
-def _quantize(onnx_bytes: bytes, weights: str = "u8") -> bytes:
+def _quantize(onnx_bytes: bytes, weights: str) -> bytes:
     """The graph with its constant-weight matrix products in int8 (per output channel), with
     `weights` "s8" or "u8" (`int8_weights`)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
