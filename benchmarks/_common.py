@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,21 @@ def machine() -> str:
         f"{cpu}; {os.cpu_count()} cores; torch {torch.__version__} "
         f"({torch.get_num_threads()} threads); {dev}"
     )
+
+
+@contextlib.contextmanager
+def int8_weights_as(kind: str) -> Iterator[None]:
+    """Within the block, ort-int8 graphs are built with `kind` weights ("s8" or "u8";
+    `models.ort_decoder.int8_weights`), whatever suits this CPU: to time both side by side."""
+    before = os.environ.get("RAGMT_INT8_WEIGHTS")
+    os.environ["RAGMT_INT8_WEIGHTS"] = kind
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["RAGMT_INT8_WEIGHTS"]
+        else:
+            os.environ["RAGMT_INT8_WEIGHTS"] = before
 
 
 def pct(values: list[float], q: float) -> float:

@@ -19,17 +19,15 @@ the `bench` extra (`pip install -e '.[bench]'`); without it they are left out, s
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmarks._common import machine, pct, run_fields, write_record
+from benchmarks._common import int8_weights_as, machine, pct, run_fields, write_record
 from index_builder.retrieval.serving import retrieve_with, store_encoder
 from index_builder.store import load_retriever, open_store
 from models import pipeline
@@ -105,7 +103,7 @@ def systems(args: argparse.Namespace, work: Path) -> dict[str, Translate]:
             memory_ort, retrieve_with(memory_ort, retriever)
         )
         if int8_weights() == "s8":  # this CPU's default: beside it, the u8 fallback's speed
-            with _weights("u8"):
+            with int8_weights_as("u8"):
                 memory_u8 = Translator.from_loaded(memory_bundle, "ort-int8")
             out["ragmt memory model ort-int8, u8 weights, + retrieval"] = ragmt_system(
                 memory_u8, retrieve_with(memory_u8, retriever)
@@ -121,20 +119,6 @@ def systems(args: argparse.Namespace, work: Path) -> dict[str, Translate]:
     # with several threads, CTranslate2's other way to use them: batches decoded at once
     out[CT2_AT_ONCE] = CT2System(ct2.CT2Translator, model_dir, "int8", batches_at_once=2)
     return out
-
-
-@contextlib.contextmanager
-def _weights(kind: str) -> Iterator[None]:
-    """Within the block, ort-int8 graphs are built with `kind` weights (`int8_weights`)."""
-    before = os.environ.get("RAGMT_INT8_WEIGHTS")
-    os.environ["RAGMT_INT8_WEIGHTS"] = kind
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["RAGMT_INT8_WEIGHTS"]
-        else:
-            os.environ["RAGMT_INT8_WEIGHTS"] = before
 
 
 class CT2System:

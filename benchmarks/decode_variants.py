@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks._common import machine, pct, run_fields, write_record
+from benchmarks._common import int8_weights_as, machine, pct, run_fields, write_record
 from index_builder.retrieval.serving import retrieve_with, store_encoder
 from index_builder.store import load_retriever, open_store
 from models import decoding, ort_decoder, pipeline, semiparametric
@@ -41,19 +40,6 @@ from models.layers import DecoderCache
 from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 
 Run = Callable[[list[str], int], tuple[float, list[str]]]  # (texts, batch) -> (seconds, outputs)
-
-
-@contextlib.contextmanager
-def _weights(kind: str) -> Iterator[None]:
-    before = os.environ.get("RAGMT_INT8_WEIGHTS")
-    os.environ["RAGMT_INT8_WEIGHTS"] = kind
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("RAGMT_INT8_WEIGHTS")
-        else:
-            os.environ["RAGMT_INT8_WEIGHTS"] = before
 
 
 @contextlib.contextmanager
@@ -147,7 +133,7 @@ def main() -> None:
         if variant == "weights":
             made = {}
             for kind in ("s8", "u8"):
-                with _weights(kind):
+                with int8_weights_as(kind):
                     t = Translator.from_loaded(bundle, "ort-int8")
                 made[kind] = _runner(t, retrieve_with(t, retriever))
             pairs[variant] = ("s8", "u8", made["s8"], made["u8"])
