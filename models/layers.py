@@ -268,6 +268,9 @@ class MultiHeadAttention(nn.Module):
             attn_mask=mask,
             dropout_p=self.attn_dropout if self.training else 0.0,
             is_causal=is_causal,
+            # SDPA's own default, given as a constant: left to SDPA, an exported graph (the ONNX
+            # Runtime encoder) computes it from the query's shape in every attention
+            scale=self.d_head**-0.5,
         )  # (B, H, T, Dh)
         return out.transpose(1, 2).reshape(b, t, d)
 
