@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from models.ort_decoder import int8_weights
-from service.app import create_app
+from service.app import create_app, startup_summary
 from service.settings import Settings
 from tests.service.conftest import running
 from tests.toy import gloss
@@ -32,6 +32,15 @@ async def test_int8_decoders_serve_and_are_cached_apart(bundle: Path, tmp_path: 
             (info,) = (await c.get("/info")).json()["models"]
             assert info["quantize"] == q
             assert info["int8_weights"] == (int8_weights() if q == "ort-int8" else None)
+            engine = app.state.engine
+            summary = startup_summary(app.state.settings, engine, engine.domains, "")
+            (line,) = [x for x in summary if x.startswith("model ")]
+            how = {
+                "none": "",
+                "int8": ", int8,",
+                "ort-int8": f", ort-int8 with {int8_weights()} weights,",
+            }
+            assert how[q] in line and ("int8" in line) == (q != "none"), line
             model = app.state.engine.models[0]
             ids[q] = model.decoder_id
             assert model.translator.model is not model.bundle.model or q == "none"
