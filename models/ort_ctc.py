@@ -61,10 +61,9 @@ def _graph(model: nn.Module, source: str, target: str) -> bytes:
     return _export(_BestLabels(model, source, target), {"src": src}, ["labels"], axes)
 
 
-def _graphs(model: nn.Module, mode: str) -> dict[tuple[str, str], bytes]:
+def _graphs(model: nn.Module, mode: str, weights: str | None) -> dict[tuple[str, str], bytes]:
     """Every direction's graph, int8 with "ort-int8"; kept for the last few models by their
     weights' digest (exporting takes seconds; a process loading a bundle again pays it once)."""
-    weights = int8_weights() if mode == "ort-int8" else None
     key = (type(model).__name__, mode, str(weights), _digest(model))
     if key in _EXPORTED:
         _EXPORTED.move_to_end(key)
@@ -101,7 +100,9 @@ class OrtCtc(nn.Module):
         self.float_model = model
         self.mode = mode
         self.config = model.config
-        self._graphs = {pair: _Graph(data, threads) for pair, data in _graphs(model, mode).items()}
+        self.int8_weights = int8_weights() if mode == "ort-int8" else None  # as OrtDecoder's
+        built = _graphs(model, mode, self.int8_weights)
+        self._graphs = {pair: _Graph(data, threads) for pair, data in built.items()}
 
     def direction(self, source_lang: str | None, target_lang: str | None) -> tuple[str, str]:
         return self.float_model.direction(source_lang, target_lang)

@@ -574,14 +574,13 @@ def _packed(side: str, name: str, x: Tensor, pad: Tensor) -> dict[str, np.ndarra
     return {name: tokens, f"{side}_index": index, f"{side}_pack": pack, f"{side}_pad": padding}
 
 
-def _graphs(model: nn.Module, mode: str) -> dict[str, bytes]:
+def _graphs(model: nn.Module, mode: str, weights: str | None) -> dict[str, bytes]:
     """Every graph `OrtDecoder` runs for `model`, by name, int8 with "ort-int8".
 
     Kept for the last few models by their weights' digest: exporting and quantizing takes
     seconds, and a process that loads one bundle several times (tests, a reloading service)
     pays it once.
     """
-    weights = int8_weights() if mode == "ort-int8" else None
     key = (type(model).__name__, mode, str(weights), _digest(model))
     if key in _EXPORTED:
         _EXPORTED.move_to_end(key)
@@ -654,7 +653,11 @@ class OrtDecoder(nn.Module):
         self.config = model.config
         self.uses_memory = bool(getattr(model, "uses_memory", False))
 
-        graphs = {name: _Graph(data, threads) for name, data in _graphs(model, mode).items()}
+        # the int8 weight type its graphs were built with (None in float): what /info and the
+        # records report, read here once rather than again by each of them
+        self.int8_weights = int8_weights() if mode == "ort-int8" else None
+        built = _graphs(model, mode, self.int8_weights)
+        graphs = {name: _Graph(data, threads) for name, data in built.items()}
         self._steps = {False: graphs["step"]}
         self._cross_kv = graphs["cross_kv"]
         # A shallow copy whose encoder layers (and memory encoder) are graphs: its `encode`

@@ -698,7 +698,6 @@ def evaluate_cmd(
     from models.artifacts import ArtifactError
     from models.bundle import load_bundle, update_eval
     from models.evaluate import evaluate, markdown_table, write_report
-    from models.ort_decoder import int8_weights
     from models.quantize import resolve
     from models.results import ResultsError, append_record, eval_records, git_state, read_records
     from models.translator import DEFAULT_BUNDLE, Translator
@@ -780,8 +779,9 @@ def evaluate_cmd(
             "neighbours_k": neighbours if stores is not None else None,
             "quantize": resolve(quantize, translator_device, loaded.model),
         }
-        if decoding["quantize"] == "ort-int8":
-            decoding["int8_weights"] = int8_weights()
+        weights = getattr(translator.model, "int8_weights", None)
+        if weights is not None:  # ort-int8: the weight type its graphs were built with
+            decoding["int8_weights"] = weights
         if translator.decoding == "ctc":
             decoding["ctc_beam"] = ctc_beam
             if teacher is not None:

@@ -15,7 +15,6 @@ from typing import Any
 
 from models.artifacts import ArtifactError
 from models.bundle import WEIGHTS_FILE, LoadedBundle, ModelCard, load_bundle
-from models.ort_decoder import int8_weights
 from models.quantize import resolve
 from models.translator import Translator
 from service.errors import NotFound, NotReady, UnsupportedLanguage
@@ -104,7 +103,7 @@ class ModelRegistry:
         bundle = load_bundle(path, device=self.device)
         quantize = resolve(self.quantize, self.device, bundle.model)
         translator = Translator.from_loaded(bundle, quantize)
-        weights = int8_weights() if quantize == "ort-int8" else None
+        weights = getattr(translator.model, "int8_weights", None)  # what its graphs were built with
         loaded = LoadedModel(name, translator, bundle.manifest, path, bundle, quantize, weights)
         self._models[name] = loaded
         for pair in loaded.pairs:
