@@ -185,17 +185,29 @@ class Translator:
         other.teachers = {**self.teachers, pair: teacher.model}
         return other
 
-    def for_pair(self, source: str, target: str) -> Translator:
+    def for_pair(self, source: str, target: str, unseen: bool = False) -> Translator:
         """This translator for another of the model's pairs (a many-to-English model serves
         each source): the same model and tokenizer, the pair's languages. ValueError naming
-        the pairs when the model does not translate it."""
+        the pairs when the model does not translate it.
+
+        `unseen`: also from a source language the model was never trained on, into one of its
+        targets (zero-shot cross-lingual transfer: a Russian model reading Ukrainian). A model
+        told the pair (`directional`) has no parts for such a language and is refused."""
         if (source, target) == (self.source_lang, self.target_lang):
             return self
         own = ((self.source_lang, self.target_lang),)
         pairs = self.card.pairs if self.card is not None else own
         if (source, target) not in pairs:
             served = ", ".join(f"{s}->{t}" for s, t in pairs)
-            raise ValueError(f"the model translates {served}, not {source}->{target}")
+            if not unseen:
+                raise ValueError(f"the model translates {served}, not {source}->{target}")
+            if getattr(self.model, "directional", False):
+                raise ValueError(
+                    f"the model translates {served} and is told the pair: it has no parts "
+                    f"for an unseen pair such as {source}->{target}"
+                )
+            if target not in {t for _, t in pairs}:
+                raise ValueError(f"the model translates {served}: it does not write {target}")
         other = copy.copy(self)
         other.source_lang, other.target_lang = source, target
         return other

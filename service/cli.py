@@ -193,6 +193,10 @@ def data_mix(
     noise: str = typer.Option(
         "", help="e.g. 0.05,0.1: test sources with that share of characters mistyped"
     ),
+    train_verses: int = typer.Option(
+        None, min=1, help="keep N training verses per pair, a seeded sample (few-shot sets)"
+    ),
+    seed: int = typer.Option(1, help="the --train-verses sample's seed"),
 ) -> None:
     """One multilingual training directory from the Bible: English into many languages or many
     into English (one side a single language); `ragmt train --data <out> --domain bible`."""
@@ -204,7 +208,8 @@ def data_mix(
     except ValueError:
         _fail(f"--noise takes comma-separated shares such as 0.05,0.1, got {noise!r}")
     try:
-        mix_bible(bible, out, split(sources), split(targets), nt, test_verses, rates, _log)
+        mix_bible(bible, out, split(sources), split(targets), nt, test_verses, rates, _log,
+                  train_verses, seed)  # fmt: skip
     except MixError as e:
         _fail(str(e))
 
@@ -550,18 +555,27 @@ def translate(
         sys.stdout.write(result)
 
 
-def _pick_pair(translator: Any, source_lang: str | None, target_lang: str | None) -> Any:
+def _pick_pair(
+    translator: Any, source_lang: str | None, target_lang: str | None, unseen: bool = False
+) -> Any:
     """The translator for the pair a multilingual model is asked for: a many-to-English model
     keeps its target, a two-way model (REDER) reads the other side, an English-to-many one is
-    given the target. Neither given: the model's first pair."""
+    given the target. Neither given: the model's first pair. `unseen`: the source may be a
+    language the model was not trained on (`Translator.for_pair`)."""
     if source_lang is None and target_lang is None:
         return translator
     pairs = translator.card.pairs if translator.card is not None else ()
     source = source_lang or translator.source_lang
-    targets = [t for s, t in pairs if s == source]
+    targets = [t for s, t in pairs if s == source] or ([t for _, t in pairs] if unseen else [])
     target = target_lang or (translator.target_lang if translator.target_lang in targets else None)
+    if target is None and not targets:
+        served = ", ".join(f"{s}->{t}" for s, t in pairs)
+        _fail(
+            f"the model translates {served}: it reads no {source} "
+            "(--zero-shot scores a source it was not trained on)"
+        )
     try:
-        return translator.for_pair(source, target or next(iter(targets), "?"))
+        return translator.for_pair(source, target or targets[0], unseen)
     except ValueError as e:
         _fail(str(e))
 
@@ -690,6 +704,11 @@ def evaluate_cmd(
     ),
     ctc_beam: int = CTC_BEAM_OPTION,
     teacher: Path = TEACHER_OPTION,
+    zero_shot: bool = typer.Option(
+        False,
+        help="--source-lang may be a language the model was not trained on (cross-lingual "
+        "transfer); the records say so",
+    ),
 ) -> None:
     """Score each domain's test set with sacreBLEU BLEU and chrF (signatures printed)."""
     from index_builder.retrieval.encoder import bundle_sha256
@@ -713,7 +732,9 @@ def evaluate_cmd(
     except ValueError as e:
         _fail(str(e))
     translator_device = next(loaded.model.parameters()).device
-    translator = _pick_pair(translator, source_lang, target_lang)
+    if zero_shot and source_lang is None:
+        _fail("--zero-shot needs --source-lang: the language the model was not trained on")
+    translator = _pick_pair(translator, source_lang, target_lang, zero_shot)
     translator = _with_teacher(translator, teacher, ctc_beam)
     if store is not None and stores is None:
         _fail("--store needs --stores")
@@ -782,6 +803,10 @@ def evaluate_cmd(
         weights = getattr(translator.model, "int8_weights", None)
         if weights is not None:  # ort-int8: the weight type its graphs were built with
             decoding["int8_weights"] = weights
+        trained = [list(p) for p in translator.card.pairs] if translator.card else None
+        scored = [translator.source_lang, translator.target_lang]
+        if zero_shot and trained is not None and scored not in trained:
+            decoding["zero_shot"] = {"trained_pairs": trained}  # the pair scored is unseen
         if translator.decoding == "ctc":
             decoding["ctc_beam"] = ctc_beam
             if teacher is not None:

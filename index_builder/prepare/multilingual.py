@@ -14,7 +14,10 @@ It writes a prepared language-pair directory that `ragmt train` and `ragmt eval`
     <out>/bible/test.<lang>   every language, verse-aligned: a test set per pair for
                               `ragmt eval --source-lang/--target-lang`
 
-`test_verses` keeps the first N test verses (decoding byte models on a CPU is slow); `noise`
+`test_verses` keeps the first N test verses (decoding byte models on a CPU is slow);
+`train_verses` keeps N training verses per pair, a seeded sample drawn across the books (the
+few-shot sets of a cross-lingual transfer experiment: with one seed, the 1,000 are among the
+2,000, and so on); dev is kept whole; `noise`
 adds `<out>/bible-noise5/` etc.: the test sources with that share of characters changed as
 users mistype (`noisy`), the references unchanged. `nt` keeps only New Testament training
 books (40-66): the fast tier. The splits are the Bible's own (whole books shared by every
@@ -85,6 +88,15 @@ def noisy(text: str, rate: float, rng: random.Random) -> str:
     return "".join(out)
 
 
+def _sample(rows: list[int], n: int, seed: int, pair: tuple[str, str]) -> list[int]:
+    """`n` of `rows`, the first of one seeded shuffle (so a smaller sample lies inside a larger
+    one), in their order; all of them when the pair has no more (the manifest's counts say how
+    many were kept)."""
+    order = list(rows)
+    random.Random(f"{seed}:{pair[0]}-{pair[1]}").shuffle(order)
+    return sorted(order[:n])
+
+
 def mix_bible(
     bible: Path,
     out: Path,
@@ -94,6 +106,8 @@ def mix_bible(
     test_verses: int | None = None,
     noise: list[float] | None = None,
     log: Callable[[str], None] = print,
+    train_verses: int | None = None,
+    seed: int = 1,
 ) -> dict[str, Any]:
     """Write `out` for every (source, target) pair of `sources` x `targets`, one side a single
     language; returns the manifest."""
@@ -116,18 +130,30 @@ def mix_bible(
     )
     if any(rate < 0 or rate > 1 for rate in noise or []):
         raise MixError(f"noise rates are shares of characters in [0, 1], got {noise}")
+    if train_verses is not None and train_verses < 1:
+        raise MixError(f"train_verses must be at least 1, got {train_verses}")
     counts: dict[str, dict[str, int]] = {f"{s}-{t}": {} for s, t in pairs}
     with atomic_directory(Path(out)) as tmp:
         (tmp / DOMAIN).mkdir()
         for split in ("train", "dev"):
             text = {x: _lines(bible / f"{split}.{x}") for x in {*sources, *targets}}
             ids = _lines(bible / f"{split}.ids")
+            kept = {
+                (s, t): [
+                    i
+                    for i, verse in enumerate(ids)
+                    if text[s][i].strip() and text[t][i].strip()
+                    and not (split == "train" and nt and int(verse.split(".")[0]) < NT_FIRST_BOOK)
+                ]
+                for s, t in pairs
+            }  # fmt: skip
+            if split == "train" and train_verses is not None:
+                kept = {p: _sample(rows, train_verses, seed, p) for p, rows in kept.items()}
+            wanted = {p: set(rows) for p, rows in kept.items()}
             src_out, tgt_out, pair_out = [], [], []
-            for i, verse in enumerate(ids):
-                if split == "train" and nt and int(verse.split(".")[0]) < NT_FIRST_BOOK:
-                    continue
+            for i in range(len(ids)):
                 for s, t in pairs:  # interleaved: every batch window mixes the pairs
-                    if text[s][i].strip() and text[t][i].strip():
+                    if i in wanted[(s, t)]:
                         src_out.append(text[s][i])
                         tgt_out.append(text[t][i])
                         pair_out.append(f"{s}-{t}")
@@ -160,6 +186,8 @@ def mix_bible(
                 "counts": counts,
                 "new_testament_only": nt,
                 "test_verses": test_verses,
+                "train_verses": train_verses,
+                **({"train_seed": seed} if train_verses is not None else {}),
                 "noise": noise or [],
                 "bible_manifest_sha256": sha256_file(bible / MANIFEST),
                 "split": bible_manifest.get("split", {}),

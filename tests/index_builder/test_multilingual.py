@@ -102,3 +102,35 @@ def test_noise_changes_about_its_share_of_characters_and_keeps_spaces() -> None:
     changed = sum(a != b for a, b in zip(out.split(), text.split(), strict=True))
     assert 0.2 < changed / len(text.split()) < 0.7  # words of ~5 letters at 10% a letter
     assert noisy("Éé", 1.0, random.Random(3)) != "Éé"
+
+
+def test_train_verses_is_a_seeded_sample_and_a_smaller_one_lies_inside_a_larger(
+    tmp_path: Path,
+) -> None:
+    bible = _bible(tmp_path / "bible")
+    made = {}
+    for n in (2, 4):
+        out = tmp_path / f"few{n}"
+        cmd = ["data", "mix", "--bible", str(bible), "--from", "de", "--to", "en",
+               "--out", str(out), "--train-verses", str(n), "--seed", "7"]  # fmt: skip
+        result = runner.invoke(app, cmd)
+        assert result.exit_code == 0, result.output
+        src = (out / "bible" / "train.de").read_text().splitlines()
+        tgt = (out / "bible" / "train.en").read_text().splitlines()
+        assert len(src) == len(tgt) == n
+        assert all(s.split()[-1] == t.split()[-1] for s, t in zip(src, tgt, strict=True))
+        assert src == sorted(src, key=lambda x: int(x.split()[-1]))  # in the Bible's order
+        made[n] = set(src)
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["train_verses"] == n and manifest["train_seed"] == 7
+        assert manifest["counts"]["de-en"]["train"] == n
+        assert manifest["counts"]["de-en"]["dev"] == 5  # dev stays whole
+    assert made[2] < made[4]
+    # 5 German verses have text: asking for more keeps them all, and the counts say so
+    more = mix_bible(bible, tmp_path / "few9", ["de"], ["en"], train_verses=9, log=lambda _: None)
+    assert more["counts"]["de-en"]["train"] == 5
+    other = mix_bible(bible, tmp_path / "s8", ["de"], ["en"], train_verses=2, seed=8,
+                      log=lambda _: None)  # fmt: skip
+    assert other["train_seed"] == 8
+    with pytest.raises(MixError, match="train_verses must be at least 1"):
+        mix_bible(bible, tmp_path / "bad", ["de"], ["en"], train_verses=0, log=lambda _: None)

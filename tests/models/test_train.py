@@ -285,3 +285,8 @@ def test_a_byte_model_trains_for_whole_epochs_into_a_bundle_of_its_pairs(
     assert translator.for_pair("nl", "de").source_lang == "nl"
     with pytest.raises(ValueError, match="translates en->de, nl->de, not fr->de"):
         translator.for_pair("fr", "de")
+    # zero-shot transfer: an unseen source into a target the model writes
+    french = translator.for_pair("fr", "de", unseen=True)
+    assert (french.source_lang, french.target_lang, french.model) == ("fr", "de", translator.model)
+    with pytest.raises(ValueError, match="does not write fr"):
+        translator.for_pair("de", "fr", unseen=True)

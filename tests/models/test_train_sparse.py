@@ -138,6 +138,8 @@ def test_train_one_to_many_and_serve_each_pair(tmp_path: Path) -> None:
         pair = translator.for_pair("en", lang)
         got = pair.translate(held_out, DecodeOptions(beam_size=2))
         assert sum(g == task(w) for g, w in zip(got, held_out, strict=True)) >= 4, (lang, got)
+    with pytest.raises(ValueError, match="is told the pair"):  # no scores for an unseen one
+        translator.for_pair("fr", "up", unseen=True)
     blocks = model.masks("decoder")["ffn"]
     assert not torch.equal(blocks[1], blocks[2])  # the two targets keep different blocks
     # int8 decoding (what auto gives this architecture on the CPU) leaves the float model alone

@@ -84,6 +84,29 @@ def test_eval_writes_json_and_markdown(bundle: Path, tmp_path: Path) -> None:
     assert not (out.parent / "toy-lp2.json").exists()
 
 
+def test_eval_zero_shot_scores_an_unseen_source_and_says_so(bundle: Path, tmp_path: Path) -> None:
+    """Cross-lingual transfer: an en->de model scored on "nl" sources (here the same English
+    words, so the toy model's glosses are right); refused without --zero-shot."""
+    data = tmp_path / "data"
+    (data / "toy").mkdir(parents=True)
+    sents = ["one two three four", "red house blue tree"]
+    (data / "toy/test.nl").write_text("\n".join(sents) + "\n", encoding="utf-8")
+    (data / "toy/test.de").write_text("\n".join(gloss(s) for s in sents) + "\n", encoding="utf-8")
+    results = tmp_path / "r.jsonl"
+    args = ["eval", "--model", str(bundle), "--data", str(data), "--domains", "toy",
+            "--source-lang", "nl", "--results", str(results)]  # fmt: skip
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "reads no nl (--zero-shot" in res.output
+    assert not results.exists()
+    res = runner.invoke(app, [*args, "--zero-shot"])
+    assert res.exit_code == 0, res.output
+    record = json.loads(results.read_text())
+    assert record["bleu"] == 100.0 and record["languages"] == {"source": "nl", "target": "de"}
+    assert record["decoding"]["zero_shot"] == {"trained_pairs": [["en", "de"]]}
+    res = runner.invoke(app, [*args[:-4], "--zero-shot"])
+    assert res.exit_code == 2 and "--zero-shot needs --source-lang" in res.output
+
+
 def _toy_training(tmp_path: Path) -> tuple[Path, Path]:
     """A prepared-data folder of toy pairs and a tiny model's training config."""
     data = tmp_path / "en-de"
