@@ -1,6 +1,7 @@
-"""What the one-call GPU scripts (experiments/ast_gpu.py, reder_gpu.py) share: a log that
-comes back with the results, a training run made into a loaded bundle, the served bundle's
-CUDA check, and a bundle split to fit what the device returns (at most 8 files of 16 MiB)."""
+"""What the one-call GPU scripts (experiments/ast_gpu.py, reder_gpu.py, byte_fusion_gpu.py)
+share: a log that comes back with the results, a training run made into a loaded bundle, the
+served bundle's CUDA check, and a bundle split to fit what the device returns (at most 8 files
+of 16 MiB)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,16 @@ from models.translator import DEFAULT_BUNDLE, DecodeOptions, Translator
 PART = 15 * 2**20  # bytes a returned file part holds (the device returns files of 16 MiB)
 
 
-def start(work: Path, out: Path, device: str) -> tuple[Path, Callable[[str], None], Callable]:
-    """(the folder whose files come back in one archive, log, close the log): each message is
-    printed and appended to its log.txt at once. Refuses "cuda" on a machine without it."""
+def start(
+    work: Path, out: Path, device: str, folder: str = "return"
+) -> tuple[Path, Callable[[str], None], Callable]:
+    """(the folder whose files come back in one archive, `work`/`folder`; log; close the log):
+    each message is printed and appended to its log.txt at once. Refuses "cuda" on a machine
+    without it."""
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device here: use --device cpu for a test run")
     out.mkdir(parents=True, exist_ok=True)
-    small = work / "return"
+    small = work / folder
     small.mkdir(exist_ok=True)
     log_file = (small / "log.txt").open("a")
 
@@ -38,12 +42,19 @@ def start(work: Path, out: Path, device: str) -> tuple[Path, Callable[[str], Non
 
 
 def train_bundle(
-    run: Path, data: TrainData, cfg: TrainConfig, tokenizer, device: str, log: Callable[[str], None]
+    run: Path,
+    data: TrainData,
+    cfg: TrainConfig,
+    tokenizer,
+    device: str,
+    log: Callable[[str], None],
+    init: Path | None = None,
 ) -> tuple[LoadedBundle, dict, float]:
-    """Train `run`, write its bundle to `run`/bundle and load it on `device`: (bundle, the
-    run's final state, training seconds)."""
+    """Train `run` (fine-tuning `init`, a bundle of the same architecture, when given), write
+    its bundle to `run`/bundle and load it on `device`: (bundle, the run's final state,
+    training seconds)."""
     started = time.time()
-    state = train(run, data, cfg, tokenizer, log=log)
+    state = train(run, data, cfg, tokenizer, log=log, init=init)
     seconds = round(time.time() - started, 1)
     finalize(run, run / "bundle", data, tokenizer, cfg.average_last, log=log)
     log(f"{run.name}: {state['step']} updates in {seconds} s on {device}")
@@ -72,14 +83,14 @@ def cuda_check(out: Path, sentences: list[str], log: Callable[[str], None]) -> d
     return found
 
 
-def split_bundle(bundle: Path, keep: Path, out: Path) -> None:
+def split_bundle(bundle: Path, keep: Path, out: Path, prefix: str = "") -> None:
     """`bundle`'s small files copied into `keep`, its weights into `out` in parts of `PART`
-    bytes (`cat model.safetensors.part-* > model.safetensors` joins them; the manifest's
-    checksum verifies the join)."""
+    bytes, each file named `prefix`model.safetensors.part-NN (`cat` of them in order joins
+    them; the manifest's checksum verifies the join)."""
     keep.mkdir(parents=True, exist_ok=True)
     for f in bundle.iterdir():
         if f.name != "model.safetensors":
             shutil.copyfile(f, keep / f.name)
     with (bundle / "model.safetensors").open("rb") as f:
         for i, chunk in enumerate(iter(lambda: f.read(PART), b"")):
-            (out / f"model.safetensors.part-{i:02d}").write_bytes(chunk)
+            (out / f"{prefix}model.safetensors.part-{i:02d}").write_bytes(chunk)
