@@ -40,7 +40,6 @@ from pathlib import Path
 
 import torch
 
-from models.artifacts import sha256_file
 from models.bundle import LoadedBundle
 from models.data import read_lines
 from models.evaluate import evaluate
@@ -58,16 +57,8 @@ CPU_SENTENCES = 100  # test verses per system for the CPU decoding time, one thr
 def prepared(folder: Path) -> tuple[TrainData, Path, list[str]]:
     """A `ragmt data mix` folder's training files, its data directory and its test sets."""
     manifest = json.loads((folder / "manifest.json").read_text())
-    d = folder / "bible"
-    src, tgt = manifest["languages"]["source"], manifest["languages"]["target"]
-    data = TrainData(
-        d / f"train.{src}", d / f"train.{tgt}", d / f"dev.{src}", d / f"dev.{tgt}", src, tgt,
-        data_manifest_hash=sha256_file(folder / "manifest.json"),
-        pairs=tuple(tuple(p) for p in manifest["pairs"]),
-        train_pairs=d / "train.pairs", dev_pairs=d / "dev.pairs",
-    )  # fmt: skip
     noisy = [f"bible-noise{round(r * 100)}" for r in manifest.get("noise", [])]
-    return data, folder, ["bible", *noisy]
+    return TrainData.from_prepared(folder, "bible"), folder, ["bible", *noisy]
 
 
 class Experiment:

@@ -196,6 +196,26 @@ class TrainData:
     train_pairs: Path | None = None
     dev_pairs: Path | None = None
 
+    @classmethod
+    def from_prepared(cls, data: Path, domain: str, reverse: bool = False) -> TrainData:
+        """The train and dev files of `domain` in a prepared directory (`ragmt data prepare`
+        or `ragmt data mix`): its languages, its manifest's hash, and a multilingual
+        directory's pairs and each line's pair. `reverse`: its target language as the source
+        (a caller checks that the directory holds one pair)."""
+        manifest_file = Path(data) / "manifest.json"
+        manifest = json.loads(manifest_file.read_text())
+        src, tgt = manifest["languages"]["source"], manifest["languages"]["target"]
+        if reverse:
+            src, tgt = tgt, src
+        pairs = tuple((s, t) for s, t in manifest["pairs"]) if "pairs" in manifest else None
+        d = Path(data) / domain
+        line_pairs = {s: d / f"{s}.pairs" for s in ("train", "dev") if (d / f"{s}.pairs").is_file()}
+        return cls(
+            d / f"train.{src}", d / f"train.{tgt}", d / f"dev.{src}", d / f"dev.{tgt}", src, tgt,
+            sha256_file(manifest_file), pairs=pairs,
+            train_pairs=line_pairs.get("train"), dev_pairs=line_pairs.get("dev"),
+        )  # fmt: skip
+
 
 def served_pairs(data: TrainData, config: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The (source, target) pairs a model trained on `data` with `config` (a stored

@@ -259,34 +259,17 @@ def _train_data(
 ) -> TrainData:
     """The prepared data's files for training; `source_lang` the data's target language
     trains the other direction (German->English on en-de data)."""
-    from models.artifacts import sha256_file
+    from dataclasses import replace
+
     from models.train import TrainData
 
-    manifest_file = _prepared_manifest(data)
-    manifest = json.loads(manifest_file.read_text())
+    manifest = json.loads(_prepared_manifest(data).read_text())
     src_lang, tgt_lang = manifest["languages"]["source"], manifest["languages"]["target"]
-    pairs = tuple((s, t) for s, t in manifest["pairs"]) if "pairs" in manifest else None
-    if source_lang not in (None, src_lang):
-        if source_lang != tgt_lang or pairs is not None:
-            _fail(f"--source-lang {source_lang}: {data} holds {src_lang}->{tgt_lang} pairs")
-        src_lang, tgt_lang = tgt_lang, src_lang
-    d = data / domain
-    # a multilingual directory (`ragmt data mix`) says each line's pair
-    line_pairs = {s: d / f"{s}.pairs" for s in ("train", "dev") if (d / f"{s}.pairs").is_file()}
-    return TrainData(
-        d / f"train.{src_lang}",
-        d / f"train.{tgt_lang}",
-        d / f"dev.{src_lang}",
-        d / f"dev.{tgt_lang}",
-        src_lang,
-        tgt_lang,
-        sha256_file(manifest_file),
-        train_neighbours,
-        dev_neighbours,
-        pairs,
-        train_pairs=line_pairs.get("train"),
-        dev_pairs=line_pairs.get("dev"),
-    )
+    reverse = source_lang not in (None, src_lang)
+    if reverse and (source_lang != tgt_lang or "pairs" in manifest):
+        _fail(f"--source-lang {source_lang}: {data} holds {src_lang}->{tgt_lang} pairs")
+    tdata = TrainData.from_prepared(data, domain, reverse)
+    return replace(tdata, train_neighbours=train_neighbours, dev_neighbours=dev_neighbours)
 
 
 @app.command()
