@@ -40,17 +40,6 @@ import ast_selection  # noqa: E402
 import device_return as shared  # noqa: E402
 
 
-def _data(work: Path) -> TrainData:
-    manifest = json.loads((work / "data" / "manifest.json").read_text())
-    d = work / "data" / "bible"
-    src, tgt = manifest["languages"]["source"], manifest["languages"]["target"]
-    return TrainData(
-        d / f"train.{src}", d / f"train.{tgt}", d / f"dev.{src}", d / f"dev.{tgt}", src, tgt,
-        pairs=tuple(tuple(p) for p in manifest["pairs"]),
-        train_pairs=d / "train.pairs", dev_pairs=d / "dev.pairs",
-    )  # fmt: skip
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, required=True, help="an unpacked ast-bible work dir")
@@ -62,7 +51,7 @@ def main() -> None:
     args = ap.parse_args()
     # what comes back, packed into one archive at the end
     small, log, close_log = shared.start(args.work, args.out, args.device)
-    data = _data(args.work)
+    data = TrainData.from_prepared(args.work / "data", "bible")
     tokenizer = Tokenizer(args.work / "spm.model")
     results = small / "results.jsonl"
     git = git_state()
@@ -77,7 +66,8 @@ def main() -> None:
         run.mkdir(exist_ok=True)
         shutil.copyfile(args.work / "spm.model", run / "spm.model")
         if (args.work / "cache").is_dir() and not (run / "cache").exists():
-            (run / "cache").symlink_to(args.work / "cache")  # encoded here: no tokenising there
+            # encoded here: no tokenising there (absolute: a relative --work would dangle)
+            (run / "cache").symlink_to((args.work / "cache").resolve())
         loaded, state, seconds = shared.train_bundle(run, data, cfg, tokenizer, args.device, log)
         bundle = run / "bundle"
         translator = Translator.from_loaded(loaded, "none")
