@@ -35,7 +35,7 @@ def machine() -> str:
 
 @contextlib.contextmanager
 def int8_weights_as(kind: str) -> Iterator[None]:
-    """Within the block, ort-int8 graphs are built with `kind` weights ("s8" or "u8";
+    """Within the block, ort-int8 graphs are built with `kind` weights ("s8", "s7" or "u8";
     `models.ort_decoder.int8_weights`), whatever suits this CPU: to time both side by side."""
     before = os.environ.get("RAGMT_INT8_WEIGHTS")
     os.environ["RAGMT_INT8_WEIGHTS"] = kind

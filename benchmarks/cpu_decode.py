@@ -102,7 +102,7 @@ def systems(args: argparse.Namespace, work: Path) -> dict[str, Translate]:
         out["ragmt memory model ort-int8 + retrieval"] = ragmt_system(
             memory_ort, retrieve_with(memory_ort, retriever)
         )
-        if int8_weights() == "s8":  # this CPU's default: beside it, the u8 fallback's speed
+        if int8_weights() != "u8":  # this CPU's default: beside it, the u8 fallback's speed
             with int8_weights_as("u8"):
                 memory_u8 = Translator.from_loaded(memory_bundle, "ort-int8")
             out["ragmt memory model ort-int8, u8 weights, + retrieval"] = ragmt_system(

@@ -395,19 +395,23 @@ _QUIET = _QuietQuantizer()
 
 # CPU flags of the instructions that multiply uint8 activations by int8 weights with exact
 # int32 sums (VNNI, AMX). Without them, ONNX Runtime's x86 int8 kernels pair the products into
-# saturating int16 sums (AVX2's vpmaddubsw).
+# saturating int16 sums (AVX2's vpmaddubsw): two products of 255 x 127 overflow them, two of
+# 255 x 64 do not, so int8 weights kept to 7 bits ("s7", -64..63) are summed exactly there.
 _EXACT_U8S8 = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
-INT8_WEIGHTS = ("s8", "u8")
+_AVX2 = "avx2"
+# s8: int8 weights; s7: int8 weights in -64..63 (one bit of precision less); u8: uint8 weights
+INT8_WEIGHTS = ("s8", "s7", "u8")
 
 
 def int8_weights(cpu_flags: frozenset[str] | None = None) -> str:
     """The int8 weight type "ort-int8" quantizes to on this CPU: "s8" where its products are
-    exact (`_EXACT_U8S8`), "u8" elsewhere. With s8 weights on AVX2 alone the sums saturate (a
-    toy model agreed with float on 184 of 200 sentences, against 200 with u8). With VNNI or AMX
-    the u8 x s8 kernels are the fast ones: the output projection of 40 rows took 0.36 ms with
-    s8 weights and 1.29 ms with u8 (`benchmarks.int8_products`, docs/decoding-speed.md).
-    `RAGMT_INT8_WEIGHTS` (s8 or u8; auto or unset: this rule) overrides the choice;
-    `cpu_flags` stands for this CPU's (Linux /proc/cpuinfo) in tests."""
+    exact (`_EXACT_U8S8`), "s7" on AVX2 without them, "u8" elsewhere. The u8 x s8 kernels are
+    the fast ones: with VNNI or AMX the output projection of 40 rows took 0.36 ms with s8
+    weights and 1.29 ms with u8; on AVX2 alone 128 rows took about 0.8x u8's time with s7
+    (`benchmarks.int8_products`, docs/decoding-speed.md). Full s8 weights saturate AVX2's
+    sums (a toy model agreed with float on 184 of 200 sentences, against 200 with u8); s7's
+    do not. `RAGMT_INT8_WEIGHTS` (s8, s7 or u8; auto or unset: this rule) overrides the
+    choice; `cpu_flags` stands for this CPU's (Linux /proc/cpuinfo) in tests."""
     forced = os.environ.get("RAGMT_INT8_WEIGHTS", "auto")
     if forced != "auto":
         if forced not in INT8_WEIGHTS:
@@ -416,7 +420,9 @@ def int8_weights(cpu_flags: frozenset[str] | None = None) -> str:
             )
         return forced
     flags = _cpu_flags() if cpu_flags is None else cpu_flags
-    return "s8" if flags & _EXACT_U8S8 else "u8"
+    if flags & _EXACT_U8S8:
+        return "s8"
+    return "s7" if _AVX2 in flags else "u8"
 
 
 def _cpu_flags() -> frozenset[str]:
@@ -431,7 +437,7 @@ def _cpu_flags() -> frozenset[str]:
 
 def _quantize(onnx_bytes: bytes, weights: str) -> bytes:
     """The graph with its constant-weight matrix products in int8 (per output channel), with
-    `weights` "s8" or "u8" (`int8_weights`)."""
+    `weights` "s8", "s7" or "u8" (`int8_weights`)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     if _QUIET not in logging.getLogger().filters:
@@ -441,7 +447,8 @@ def _quantize(onnx_bytes: bytes, weights: str) -> bytes:
         src.write_bytes(onnx_bytes)
         quantize_dynamic(
             src, dst, op_types_to_quantize=["MatMul"], per_channel=True,
-            weight_type=QuantType.QInt8 if weights == "s8" else QuantType.QUInt8,
+            weight_type=QuantType.QUInt8 if weights == "u8" else QuantType.QInt8,
+            reduce_range=weights == "s7",
         )  # fmt: skip
         return dst.read_bytes()
 

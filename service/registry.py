@@ -34,7 +34,7 @@ class LoadedModel:
     path: Path
     bundle: LoadedBundle | None = None  # what dense stores encode queries with
     quantize: str = "none"  # how it decodes: none, int8, int8-rows, ort, ort-int8 (models.quantize)
-    int8_weights: str | None = None  # ort-int8's weight type on this CPU: s8 or u8
+    int8_weights: str | None = None  # ort-int8's weight type on this CPU: s8, s7 or u8
 
     @property
     def card(self) -> ModelCard:

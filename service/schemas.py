@@ -177,7 +177,7 @@ class ModelInfo(_Schema):
     parameters: int | None
     weights_sha256: str
     quantize: str  # none (PyTorch float), int8, int8-rows, ort or ort-int8 (models.quantize)
-    int8_weights: str | None  # with ort-int8: s8 or u8, as suits this CPU (RAGMT_INT8_WEIGHTS)
+    int8_weights: str | None  # with ort-int8: s8, s7 or u8, as suits this CPU (RAGMT_INT8_WEIGHTS)
     uses_memory: bool
 
     @classmethod

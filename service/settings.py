@@ -167,9 +167,9 @@ class Settings(BaseSettings):
     # none: float; auto: see models.quantize.resolve
     quantize: str = Field("auto", pattern=r"^(auto|none|int8|int8-rows|ort|ort-int8)$")
     # ort-int8's weight type. auto: s8 where the CPU sums u8 x s8 products exactly (VNNI,
-    # AMX; 2-3x faster products there), else u8. Read by models.ort_decoder.int8_weights
-    # from this same variable.
-    int8_weights: str = Field("auto", pattern=r"^(auto|s8|u8)$")
+    # AMX; 2-3x faster products there), s7 (7-bit s8, which AVX2's int16 sums hold) on AVX2
+    # without them, else u8. Read by models.ort_decoder.int8_weights from this same variable.
+    int8_weights: str = Field("auto", pattern=r"^(auto|s8|s7|u8)$")
     max_texts: int = Field(64, ge=1)
     max_chars: int = Field(2000, ge=1)
     max_body_bytes: int = Field(1_000_000, ge=1)

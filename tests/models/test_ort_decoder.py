@@ -8,14 +8,19 @@ import math
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import torch
+from onnx import TensorProto, numpy_helper
+from torch import nn
 
 from models.bundle import load_bundle
 from models.decoding import _constrain, beam_search
 from models.ort_decoder import (
     PARALLEL_POSITIONS,
     OrtDecoder,
+    _export,
+    _quantize,
     int8_weights,
     supports,
     thread_budget,
@@ -291,14 +296,17 @@ def test_a_dense_store_of_the_float_model_encodes_once_for_the_ort_one(
 
 
 @pytest.mark.unit
-def test_int8_weights_are_signed_only_where_the_cpu_sums_them_exactly(monkeypatch) -> None:
+def test_int8_weights_fit_what_the_cpu_sums_exactly(monkeypatch) -> None:
     monkeypatch.delenv("RAGMT_INT8_WEIGHTS", raising=False)
-    assert int8_weights(frozenset({"avx2", "fma"})) == "u8"  # AVX2: saturating int16 sums
+    assert int8_weights(frozenset({"avx2", "fma"})) == "s7"  # AVX2: int16 sums, 7 bits fit
+    assert int8_weights(frozenset({"sse4_2"})) == "u8"  # no AVX2
     assert int8_weights(frozenset()) == "u8"  # unknown CPU
     for exact in ("avx512_vnni", "avx_vnni", "amx_int8"):
         assert int8_weights(frozenset({"avx2", exact})) == "s8"
     monkeypatch.setenv("RAGMT_INT8_WEIGHTS", "u8")
     assert int8_weights(frozenset({"avx512_vnni"})) == "u8"
+    monkeypatch.setenv("RAGMT_INT8_WEIGHTS", "s7")
+    assert int8_weights(frozenset({"avx512_vnni"})) == "s7"
     monkeypatch.setenv("RAGMT_INT8_WEIGHTS", "auto")
     assert int8_weights(frozenset({"avx512_vnni"})) == "s8"
     monkeypatch.setenv("RAGMT_INT8_WEIGHTS", "int4")
@@ -306,17 +314,32 @@ def test_int8_weights_are_signed_only_where_the_cpu_sums_them_exactly(monkeypatc
         int8_weights()
 
 
+@pytest.mark.unit
+def test_s7_weights_keep_two_products_within_an_int16_sum() -> None:
+    """AVX2's u8 x s8 kernels add products in pairs into int16: with s7 weights every pair
+    of a uint8 activation (at most 255) and a weight stays within 32,767; s8's do not."""
+    torch.manual_seed(0)
+    graph = _export(nn.Linear(64, 32), {"x": torch.zeros(2, 64)}, ["y"], {"x": {0: "rows"}})
+    widest = {}
+    for kind in ("s7", "s8"):
+        model = onnx.load_from_string(_quantize(graph, kind))
+        int8 = [t for t in model.graph.initializer if t.data_type == TensorProto.INT8]
+        weights = [numpy_helper.to_array(t).astype(np.int32) for t in int8]
+        widest[kind] = max(int(np.abs(w).max()) for w in weights if w.ndim == 2)
+    assert 2 * 255 * widest["s7"] <= 32_767 < 2 * 255 * widest["s8"]
+
+
 def test_int8_translates_the_toy_task_with_this_cpus_weights_and_u8(
     bundle: Path, monkeypatch
 ) -> None:
-    """This CPU's default weight type (s8 where its sums are exact) and the u8 fallback each
-    agree with float on nearly every toy sentence."""
+    """This CPU's default weight type (s8 where its sums are exact), s7 and the u8 fallback
+    each agree with float on nearly every toy sentence."""
     loaded = load_bundle(bundle)
     texts = [s for s, _ in toy_pairs(200, seed=11)]
     options = DecodeOptions(beam_size=4)
     want = Translator.from_loaded(loaded, "ort").translate(texts, options)
     monkeypatch.delenv("RAGMT_INT8_WEIGHTS", raising=False)
-    for weights in sorted({int8_weights(), "u8"}):
+    for weights in sorted({int8_weights(), "s7", "u8"}):
         monkeypatch.setenv("RAGMT_INT8_WEIGHTS", weights)
         got = Translator.from_loaded(loaded, "ort-int8").translate(texts, options)
         assert sum(a == b for a, b in zip(got, want, strict=True)) >= 194, weights
