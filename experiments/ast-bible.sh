@@ -10,8 +10,10 @@
 # Systems (models/configs/ast-*-bible8.json): dense (FFN 1024), ffn-sparse (FFN 2048 in 8
 # blocks, 4 active per language and layer; phase 1 for PHASE1 of the updates), dense-wide (FFN
 # 2048: the upper reference), ffn-sparse-notopk (top-k weight 0: does the budget hold?), and,
-# when named in SYSTEMS, ffn-sparse-lr30 (the scores at 30x the learning rate) and
-# ffn-sparse-lr30-seed2 (the same with another seed: do its selections repeat?).
+# when named in SYSTEMS, ffn-sparse-lr30 (the scores at 30x the learning rate),
+# ffn-sparse-lr30-seed2 (the same with another seed: do its selections repeat?) and
+# all-sparse-lr30 (ast-all-bible8.json: FFN blocks as ffn-sparse, 3 of 4 heads per layer, and
+# 3 of 6 decoder layers per target language, the paper's O2M layer budget halved; scores at 30x).
 #
 # Settings (environment): BIBLE the prepared Bible (`ragmt data prepare --bible`); WORK output
 # dir; LANGS the targets; NT=1 trains on New Testament books only (the fast tier); EPOCHS;
@@ -89,7 +91,8 @@ systems = {"dense": ("ast-dense-bible8.json", {}),
            "ffn-sparse": ("ast-ffn-bible8.json", {}),
            "ffn-sparse-notopk": ("ast-ffn-bible8.json", {"topk_weight": 0.0}),
            "ffn-sparse-lr30": ("ast-ffn-bible8.json", {"score_lr_scale": 30.0}),
-           "ffn-sparse-lr30-seed2": ("ast-ffn-bible8.json", {"score_lr_scale": 30.0, "seed": 2})}
+           "ffn-sparse-lr30-seed2": ("ast-ffn-bible8.json", {"score_lr_scale": 30.0, "seed": 2}),
+           "all-sparse-lr30": ("ast-all-bible8.json", {"score_lr_scale": 30.0})}
 for name, (file, change) in systems.items():
     cfg = json.loads((Path(configs) / file).read_text()) | change
     cfg |= {"max_steps": steps, "max_epochs": 0, "threads": int(threads),

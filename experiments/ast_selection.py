@@ -1,11 +1,14 @@
-"""Which feed-forward blocks each language of a sparse model keeps, and how much languages
-share (issue 31, SEEDS §2.3): for every sparse system of an `experiments/ast-bible.sh` run,
+"""Which feed-forward blocks (and, where sparse, heads and layers) each language of a sparse
+model keeps, and how much languages share (issue 31, SEEDS §2.3): for every sparse system of
+an `experiments/ast-bible.sh` run,
 
 - each target language's selected decoder blocks per layer (hard top-k, what it decodes with);
 - the Jaccard overlap of every two languages' selections, averaged over layers, and the
   related pairs (es-pt, ru-uk) against unrelated ones (es-zh, ru-zh);
 - the budget at the end: each language's expected active blocks per layer, sum of sigma(mu),
   against k (the top-k loss's target; without it, does the budget hold?);
+- the same for the decoder's heads (per layer) and layers (of the stack) where those are
+  sparse ("kinds" in the output; "other_kinds" in the record);
 - a heat map of the overlaps as SVG, for the report;
 - with `--results`, those as records ("ast-selection"), and each system's mean BLEU and chrF
   over the languages it was scored on ("eval-mean", target "mean"), so the report's tables and
@@ -40,14 +43,30 @@ def jaccard(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def selection(bundle: Path) -> dict[str, Any]:
-    """The decoder selections, overlaps and budgets of one sparse bundle."""
-    model = load_bundle(bundle).model.float()
-    c = model.config
+    """The decoder selections, overlaps and budgets of one sparse bundle: its feed-forward
+    blocks' at the top level, and every sparse decoder kind's (ffn, heads, layers) under
+    "kinds"."""
+    loaded = load_bundle(bundle)
+    model = loaded.model.float()
     if "decoder_ffn" not in model.scores:
         raise ValueError(f"{bundle} has no decoder feed-forward scores")
-    targets = [t for _, t in load_bundle(bundle).manifest["pairs"]]
-    masks = model.masks("decoder")["ffn"]  # (languages, layers, blocks)
-    probs = torch.sigmoid(model.scores["decoder_ffn"].detach())
+    targets = [t for _, t in loaded.manifest["pairs"]]
+    kinds = {
+        kind: kind_selection(model, kind, targets)
+        for kind in model.config.sparse
+        if f"decoder_{kind}" in model.scores
+    }
+    return {"bundle": str(bundle), **kinds["ffn"], "kinds": kinds}
+
+
+def kind_selection(model: Any, kind: str, targets: list[str]) -> dict[str, Any]:
+    """One kind's selections: per target language the chosen components of each decoder layer
+    (heads, blocks) or of the stack (layers), the pairwise Jaccard overlaps, and the budget."""
+    c = model.config
+    masks = model.masks("decoder")[kind]  # (languages, layers, components) or (languages, layers)
+    probs = torch.sigmoid(model.scores[f"decoder_{kind}"].detach())
+    if kind == "layers":  # one group: the stack
+        masks, probs = masks[:, None], probs[:, None]
     index = {lang: c.languages.index(lang) for lang in targets}
     overlap = {
         f"{a}-{b}": round(jaccard(masks[index[a]], masks[index[b]]), 4)
@@ -60,9 +79,8 @@ def selection(bundle: Path) -> dict[str, Any]:
         return {f"{a}-{b}": overlap[f"{a}-{b}"] for a, b in group if a in index and b in index}
 
     return {
-        "bundle": str(bundle),
-        "budget_k": c.ffn_active,
-        "blocks": c.ffn_blocks,
+        "budget_k": c.budget(kind, "decoder"),
+        "blocks": masks.size(-1),  # components per group
         "selected": {
             lang: [m.nonzero().squeeze(1).tolist() for m in masks[i]] for lang, i in index.items()
         },
@@ -141,17 +159,34 @@ def main() -> None:
             continue
         found[system] = selection(manifest.parent)
         r = found[system]
-        print(
-            f"{system}: mean Jaccard {r['jaccard_mean']}; related {r['related']}; "
-            f"unrelated {r['unrelated']}"
-        )
+        for kind, k in r["kinds"].items():
+            print(
+                f"{system} {kind}: mean Jaccard {k['jaccard_mean']}; related {k['related']}; "
+                f"unrelated {k['unrelated']}"
+            )
         if args.figures is not None:
             args.figures.mkdir(parents=True, exist_ok=True)
             svg = heat_map(r, f"{system}: shared decoder FFN blocks (Jaccard, mean over layers)")
             (args.figures / f"{system}-overlap.svg").write_text(svg)
+            for kind in set(r["kinds"]) - {"ffn"}:
+                what = "heads (mean over layers)" if kind == "heads" else "layers"
+                svg = heat_map(r["kinds"][kind], f"{system}: shared decoder {what} (Jaccard)")
+                (args.figures / f"{system}-{kind}-overlap.svg").write_text(svg)
     args.out.write_text(json.dumps(found, indent=2) + "\n")
     if args.results is not None and args.results.exists():
         add_summaries(args.results, found)
+
+
+def summary(r: dict[str, Any]) -> dict[str, Any]:
+    """A kind's selection as a record's fields: overlaps and how far the budget held."""
+    expected = [x for per_group in r["expected_active"].values() for x in per_group]
+    return {
+        "budget_k": r["budget_k"], "blocks": r["blocks"],
+        "jaccard_mean": r["jaccard_mean"], "related": r["related"],
+        "unrelated": r["unrelated"], "jaccard": r["jaccard"],
+        "expected_active_mean": round(sum(expected) / len(expected), 3),
+        "expected_active_max_gap": round(max(abs(x - r["budget_k"]) for x in expected), 3),
+    }  # fmt: skip
 
 
 def add_summaries(path: Path, found: dict[str, Any]) -> None:
@@ -167,15 +202,10 @@ def add_summaries(path: Path, found: dict[str, Any]) -> None:
             have.append(record)
 
     for system, r in found.items():
-        expected = [x for per_layer in r["expected_active"].values() for x in per_layer]
-        add({
-            "format": FORMAT, "kind": "ast-selection", "system": system,
-            "bundle": r["bundle"], "budget_k": r["budget_k"], "blocks": r["blocks"],
-            "jaccard_mean": r["jaccard_mean"], "related": r["related"],
-            "unrelated": r["unrelated"], "jaccard": r["jaccard"],
-            "expected_active_mean": round(sum(expected) / len(expected), 3),
-            "expected_active_max_gap": round(max(abs(x - r["budget_k"]) for x in expected), 3),
-        })  # fmt: skip
+        record = {"format": FORMAT, "kind": "ast-selection", "system": system,
+                  "bundle": r["bundle"], **summary(r)}  # fmt: skip
+        others = {k: summary(v) for k, v in r.get("kinds", {}).items() if k != "ffn"}
+        add(record | ({"other_kinds": others} if others else {}))
     for record in means(read_records(path)):
         add(record)
 

@@ -54,6 +54,44 @@ def test_selection_of_a_bundle(tmp_path: Path) -> None:
     assert svg.startswith("<svg") and svg.count("<rect") == 9
 
 
+def test_heads_and_layers_are_selected_and_compared_too(tmp_path: Path) -> None:
+    langs = ("en", "es", "pt", "zh")
+    torch.manual_seed(0)
+    model = SparseTransformer(SparseTransformerConfig(
+        vocab_size=300, d_model=16, n_heads=4, enc_layers=1, dec_layers=4, d_ff=32,
+        languages=langs, sparse=("ffn", "heads", "layers"), sides=("decoder",), ffn_blocks=4,
+        ffn_active=2, heads_active=3, dec_layers_active=2,
+    ))  # fmt: skip
+    with torch.no_grad():
+        model.scores["decoder_heads"].copy_(  # (languages, layers, heads): zh drops head 0
+            torch.tensor([[0.0, 0, 0, 0], [1, 2, 3, -1], [1, 2, 3, -1], [-1, 2, 3, 1]])[:, None]
+        )
+        model.scores["decoder_layers"].copy_(
+            torch.tensor([[0.0, 0, 0, 0], [2, 1, -1, -2], [2, -1, 1, -2], [-2, -1, 1, 2]])
+        )
+    save_bundle(
+        tmp_path / "b", model, "sparse-transformer", languages={"source": "en", "target": "es"},
+        pairs=[("en", t) for t in langs[1:]], tokenizer="bytes",
+    )  # fmt: skip
+    r = ast_selection.selection(tmp_path / "b")
+    heads, layers = r["kinds"]["heads"], r["kinds"]["layers"]
+    assert heads["selected"]["es"] == [[0, 1, 2]] * 4 and heads["selected"]["zh"] == [[1, 2, 3]] * 4
+    assert heads["jaccard"]["es-pt"] == 1.0 and heads["jaccard"]["es-zh"] == 0.5  # 2 of 4 heads
+    assert heads["budget_k"] == 3 and heads["blocks"] == 4
+    assert layers["selected"] == {"es": [[0, 1]], "pt": [[0, 2]], "zh": [[2, 3]]}
+    assert layers["jaccard"] == {"es-pt": 0.3333, "es-zh": 0.0, "pt-zh": 0.3333}  # 4 places
+    assert layers["budget_k"] == 2 and len(layers["expected_active"]["es"]) == 1
+    assert r["selected"] == r["kinds"]["ffn"]["selected"]  # the blocks stay at the top level
+    results = tmp_path / "results.jsonl"
+    results.touch()
+    ast_selection.add_summaries(results, {"all-sparse": r})
+    from models.results import read_records
+
+    record = read_records(results)[0]
+    assert set(record["other_kinds"]) == {"heads", "layers"}
+    assert record["other_kinds"]["layers"]["related"] == {"es-pt": 0.3333}
+
+
 def test_means_average_each_systems_latest_record_per_language() -> None:
     def rec(system: str, lang: str, bleu: float) -> dict:
         return {
