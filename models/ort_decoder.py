@@ -396,10 +396,10 @@ _QUIET = _QuietQuantizer()
 # CPU flags of the instructions that multiply uint8 activations by int8 weights with exact
 # int32 sums (VNNI, AMX). Without them, ONNX Runtime's x86 int8 kernels pair the products into
 # saturating int16 sums (AVX2's vpmaddubsw): two products of 255 x 127 overflow them, two of
-# 255 x 64 do not, so int8 weights kept to 7 bits ("s7", -64..63) are summed exactly there.
+# 255 x 64 do not, so int8 weights kept to 7 bits ("s7", -64..64) are summed exactly there.
 _EXACT_U8S8 = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 _AVX2 = "avx2"
-# s8: int8 weights; s7: int8 weights in -64..63 (one bit of precision less); u8: uint8 weights
+# s8: int8 weights; s7: int8 weights in -64..64 (one bit of precision less); u8: uint8 weights
 INT8_WEIGHTS = ("s8", "s7", "u8")
 
 
