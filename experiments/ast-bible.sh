@@ -127,7 +127,7 @@ python "$(dirname "$0")/ast_selection.py" --work "$WORK" --out "$WORK/selection.
 
 # 6. Paired bootstrap (1,000 resamples) of each system against the dense model, per language,
 #    on the same test verses (Chinese BLEU on sacreBLEU's zh tokens); recorded once.
-for system in ffn-sparse dense-wide ffn-sparse-notopk ffn-sparse-lr30; do
+for system in ffn-sparse dense-wide ffn-sparse-notopk ffn-sparse-lr30 all-sparse-lr30; do
   for lang in ${LANGS//,/ }; do
     hyp=$WORK/$system/eval-$lang-hyps/bible.test.hyp.$lang
     base=$WORK/dense/eval-$lang-hyps/bible.test.hyp.$lang
