@@ -133,7 +133,8 @@ def main() -> None:
     for variant in args.variants.split(","):
         if variant == "weights":
             made = {}
-            signed = ort_decoder.int8_weights() if ort_decoder.int8_weights() != "u8" else "s8"
+            default = ort_decoder.int8_weights()
+            signed = default if default != "u8" else "s8"
             for kind in (signed, "u8"):
                 with int8_weights_as(kind):
                     t = Translator.from_loaded(bundle, "ort-int8")
