@@ -43,7 +43,7 @@ from models.layers import DecoderCache, EncoderState, LearnedPositions, Sinusoid
 
 __all__ = ["INT8_WEIGHTS", "ORT_MODES", "OrtDecoder", "int8_weights", "thread_budget"]
 
-ORT_MODES = ("ort", "ort-int8")
+ORT_MODES = ("ort", "ort-int8", "native-int8")
 # Added to attention logits at padded keys. Finite, so a row whose keys are all padding (a
 # sentence without a memory) gets finite garbage that the gate then discards, never NaN.
 _MASKED = -1e9
@@ -659,13 +659,14 @@ class OrtDecoder(nn.Module):
         self.mode = mode
         self.config = model.config
         self.uses_memory = bool(getattr(model, "uses_memory", False))
+        self.native = mode == "native-int8"
 
         # the int8 weight type its graphs were built with (None in float): what /info and the
         # records report, read here once rather than again by each of them
-        self.int8_weights = int8_weights() if mode == "ort-int8" else None
-        built = _graphs(model, mode, self.int8_weights)
+        self.int8_weights = int8_weights() if mode != "ort" else None
+        built = _graphs(model, "ort" if mode == "ort" else "ort-int8", self.int8_weights)
         graphs = {name: _Graph(data, threads) for name, data in built.items()}
-        self._steps = {False: graphs["step"]}
+        self._steps: dict[bool, Any] = {False: graphs["step"]}
         self._cross_kv = graphs["cross_kv"]
         # A shallow copy whose encoder layers (and memory encoder) are graphs: its `encode`
         # is the model's own, embeddings, padding and neighbour handling included.
@@ -678,6 +679,10 @@ class OrtDecoder(nn.Module):
             uses_sources = model.memory_encoder.uses_sources
             memory = _OrtMemoryEncoder(graphs["memory_encoder"], uses_sources)
             encoder._modules["memory_encoder"] = memory
+        if mode == "native-int8":  # the step in one C++ call (models/native_step.py)
+            from models.native_step import NativeStep
+
+            self._steps = {m: NativeStep(model, m) for m in self._steps}
         object.__setattr__(self, "_encoder", encoder)  # not a child: no second copy of weights
         # the last step's gates, or its row count, per thread: workers may decode at once
         self._gates = threading.local()
@@ -693,15 +698,24 @@ class OrtDecoder(nn.Module):
 
     def init_cache(self, state: EncoderState) -> DecoderCache:
         """The cross-attention (and memory) keys/values and attention biases; all of them per
-        sentence, as `Transformer.init_cache` makes them."""
+        sentence, as `Transformer.init_cache` makes them. For the native step every layer's
+        are stacked in the first layer's dict, the keys transposed (`models.native_step`)."""
         layers: list[dict[str, Tensor]] = [{} for _ in range(len(self.float_model.decoder_layers))]
-        _put(layers, "cross", self._cross_kv.run({"x": state.memory.float().numpy()}))
         first = layers[0]
+        kinds = {"cross": self._cross_kv.run({"x": state.memory.float().numpy()})}
         first["src_bias"] = _bias(state.src_pad)
         if self.uses_memory and state.retrieved.size(1) > 0:
-            _put(layers, "memory", self._memory_kv.run({"x": state.retrieved.numpy()}))
+            kinds["memory"] = self._memory_kv.run({"x": state.retrieved.numpy()})
             first["mem_bias"] = _bias(state.retrieved_pad)
             first["has_memory"] = state.has_memory.float()[:, None, None]
+        for kind, kv in kinds.items():
+            if self.native:
+                from models.native_step import stack_keys, stack_values
+
+                first[f"{kind}_kt"] = torch.from_numpy(stack_keys(kv[0::2]))
+                first[f"{kind}_v"] = torch.from_numpy(stack_values(kv[1::2]))
+            else:
+                _put(layers, kind, kv)
         keys = frozenset(k for c in layers for k in c)
         return _ReorderedCache(layers=layers, per_sentence=keys)
 
@@ -724,11 +738,45 @@ class OrtDecoder(nn.Module):
         order = getattr(cache, "order", None)
         c = self.config
         never = np.broadcast_to(np.array([c.pad_id, c.bos_id], dtype=np.int64), (rows, 2))
+        banned = np.ascontiguousarray(never) if ban is None else np.hstack([never, ban])
+        rows_order = np.arange(rows) if order is None else order.numpy()
+        if self.native:
+            best_lp, best_ids, eos_lp, gate = self._native_step(
+                first, memory, last_tokens.numpy(), cache.step, rows_order, banned, n
+            )
+        else:
+            best_lp, best_ids, eos_lp, gate = self._graph_step(
+                cache, memory, last_tokens.numpy(), rows_order, banned, n
+            )
+        if isinstance(cache, _ReorderedCache):
+            cache.order = None
+        if self.uses_memory:  # without a memory the gate is 1: made only when asked for
+            self._gates.last = torch.from_numpy(gate) if gate is not None else rows
+        cache.step += 1
+        if forced.any():  # rows at their length limit: EOS alone, as `_constrain` does
+            best_lp[forced] = -math.inf
+            best_lp[forced, 0] = eos_lp[forced]
+            best_ids[forced] = c.pad_id
+            best_ids[forced, 0] = c.eos_id
+        return best_lp, best_ids
+
+    def _graph_step(
+        self,
+        cache: DecoderCache,
+        memory: bool,
+        tokens: np.ndarray,
+        order: np.ndarray,
+        ban: np.ndarray,
+        n: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """The step graph's best log-probs and tokens, EOS log-probs and gate (None without a
+        memory); the self-attention keys/values of `cache` extended."""
+        first = cache.layers[0]
         feed = {
-            "tokens": last_tokens.numpy(),
+            "tokens": tokens,
             "position": np.array([cache.step], dtype=np.int64),
-            "order": np.arange(rows) if order is None else order.numpy(),
-            "ban": np.ascontiguousarray(never) if ban is None else np.hstack([never, ban]),
+            "order": order,
+            "ban": ban,
             "n_best": np.zeros(n, dtype=np.float32),
             "src_bias": first["src_bias"].numpy(),
         }
@@ -743,7 +791,7 @@ class OrtDecoder(nn.Module):
                 )
             else:
                 k = layer["cross_k"]
-                empty = np.zeros((rows, k.size(1), 0, k.size(3)), dtype=np.float32)
+                empty = np.zeros((len(tokens), k.size(1), 0, k.size(3)), dtype=np.float32)
                 feed[f"self_k{i}"] = feed[f"self_v{i}"] = empty
             feed[f"cross_k{i}"], feed[f"cross_v{i}"] = (
                 layer["cross_k"].numpy(),
@@ -753,21 +801,45 @@ class OrtDecoder(nn.Module):
                 feed[f"memory_k{i}"] = layer["memory_k"].numpy()
                 feed[f"memory_v{i}"] = layer["memory_v"].numpy()
         out = self._steps[memory].run(feed)
-        if isinstance(cache, _ReorderedCache):
-            cache.order = None
         for i, layer in enumerate(cache.layers):
             layer["self_k"] = torch.from_numpy(out[3 + 2 * i])
             layer["self_v"] = torch.from_numpy(out[4 + 2 * i])
-        if self.uses_memory:  # without a memory the gate is 1: made only when asked for
-            self._gates.last = torch.from_numpy(out[-1]) if memory else rows
-        cache.step += 1
-        best_lp, best_ids = out[0], out[1]
-        if forced.any():  # rows at their length limit: EOS alone, as `_constrain` does
-            best_lp[forced] = -math.inf
-            best_lp[forced, 0] = out[2][forced]
-            best_ids[forced] = c.pad_id
-            best_ids[forced, 0] = c.eos_id
-        return best_lp, best_ids
+        return out[0], out[1], out[2], out[-1] if memory else None
+
+    def _native_step(
+        self,
+        first: dict[str, Tensor],
+        memory: bool,
+        tokens: np.ndarray,
+        position: int,
+        order: np.ndarray,
+        ban: np.ndarray,
+        n: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """As `_graph_step`, by the native step on the stacked tensors of `first`."""
+        from models.native_step import SentenceTensors
+
+        groups = first["src_bias"].size(0)
+        memory_parts = {}
+        if memory:
+            memory_parts = {
+                "mem_bias": first["mem_bias"].numpy().reshape(groups, -1),
+                "has_memory": first["has_memory"].numpy().reshape(-1),
+                "mem_kt": first["memory_kt"].numpy(),
+                "mem_v": first["memory_v"].numpy(),
+            }
+        sentences = SentenceTensors(
+            src_bias=first["src_bias"].numpy().reshape(groups, -1),
+            cross_kt=first["cross_kt"].numpy(),
+            cross_v=first["cross_v"].numpy(),
+            **memory_parts,
+        )
+        kv = first.get("self_kv")
+        best_lp, best_ids, eos_lp, new_kv, gate = self._steps[memory].step(
+            tokens, position, order, ban, n, sentences, None if kv is None else kv.numpy()
+        )
+        first["self_kv"] = torch.from_numpy(new_kv)
+        return best_lp, best_ids, eos_lp, gate
 
     def last_gates(self) -> Tensor:
         """The last step's gate averaged over the decoder layers `(B, 1)` (1.0 without memory)."""
@@ -803,7 +875,7 @@ class _ReorderedCache(DecoderCache):
         return cache
 
     def _rows(self, idx: Tensor, keep: frozenset[str]) -> _ReorderedCache:
-        deferred = keep | {"self_k", "self_v"}
+        deferred = keep | {"self_k", "self_v", "self_kv"}
         layers = [
             {k: v if k in deferred else v.index_select(0, idx) for k, v in c.items()}
             for c in self.layers

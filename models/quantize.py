@@ -29,8 +29,8 @@ from models import ort_ctc, ort_decoder
 
 # auto: see `resolve`; int8-rows: int8, each row quantized on its own; ort / ort-int8: the
 # model encoded and decoded by ONNX Runtime, float or int8 (models.ort_decoder)
-QUANTIZATIONS = ("auto", "none", "int8", "int8-rows", "ort", "ort-int8")
-CPU_ONLY = ("int8", "int8-rows", "ort", "ort-int8")
+QUANTIZATIONS = ("auto", "none", "int8", "int8-rows", "ort", "ort-int8", "native-int8")
+CPU_ONLY = ("int8", "int8-rows", "ort", "ort-int8", "native-int8")
 # what auto means on the CPU for a model that ONNX Runtime can run (docs/decoding-speed.md)
 AUTO_CPU = "ort-int8"
 
@@ -57,8 +57,8 @@ def ort_supports(model: nn.Module) -> bool:
 
 def ort_model(model: nn.Module, mode: str) -> nn.Module:
     """`model` decoded by ONNX Runtime in `mode` ("ort" or "ort-int8")."""
-    if ort_ctc.supports(model):
-        return ort_ctc.OrtCtc(model, mode)
+    if ort_ctc.supports(model):  # no decoding steps: native-int8 is ort-int8 for it
+        return ort_ctc.OrtCtc(model, "ort-int8" if mode == "native-int8" else mode)
     return ort_decoder.OrtDecoder(model, mode)
 
 

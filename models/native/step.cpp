@@ -1,0 +1,588 @@
+// One decoding step of ragmt's autoregressive decoders (the Transformer and the memory model)
+// as one C++ call: the computation of models/ort_decoder.py's `_StepGraph`, with int8 matrix
+// products and the small operators fused into loops over a few rows.
+//
+// Why: at batch 1 the ONNX Runtime step is some 200 graph operators of a few microseconds each
+// for four rows, where the arithmetic is a tenth of that (docs/decoding-speed.md). Here each
+// matrix product reads its int8 weights once for up to four rows, and the layer norms,
+// attention, gate, log-softmax and top-k are plain loops.
+//
+// Int8 products: activations as uint8 with one scale and zero point per row (so a row's output
+// never depends on the other rows of its batch), weights as int8 with one scale per output
+// channel, sums in int32. With AVX-512 VNNI the sums are exact for full int8 weights; with AVX2
+// alone (vpmaddubsw pairs two products into a saturating int16) the weights must be kept to
+// -64..64, which `ragmt_weight_limit` tells the caller. Built by models/native_step.py for the
+// CPU it runs on (-march=native).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+#define RAGMT_VNNI 1
+#endif
+
+namespace {
+
+constexpr int kBlock = 16;  // output channels a packed weight block holds, 4 inputs each
+
+}  // namespace
+
+extern "C" {
+
+// A linear layer `y = x W^T + b` with int8 weights. `w` holds W (n, k) padded to (np, kp),
+// packed as (np / 16, kp / 4, 16, 4): for each block of 16 output channels, four consecutive
+// inputs of each channel side by side, which is what one VNNI instruction multiplies.
+struct QLinear {
+    int n, k, np, kp;
+    const int8_t* w;
+    const float* scale;   // (np) per output channel
+    const int32_t* wsum;  // (np) sum of each channel's int8 weights (zero-point correction)
+    const float* bias;    // (n) or null
+};
+
+struct Norm {
+    const float* weight;
+    const float* bias;
+};
+
+struct Layer {
+    Norm self_norm, cross_norm, ffn_norm;
+    QLinear qkv;        // self-attention queries, keys and values: n = 3 d
+    QLinear self_out;
+    QLinear cross_q;    // the source's queries, then with a memory the memory's: n = d or 2 d
+    QLinear cross_out;
+    QLinear memory_out;        // memory model only
+    const float* gate_source;  // (d), memory model only
+    float gate_source_bias;
+    const float* gate_memory;  // (d)
+    QLinear fc1, fc2;
+};
+
+struct Model {
+    int d, heads, d_head, vocab, n_layers, memory, eos, max_positions;
+    float embed_scale;
+    const float* embed;      // (vocab, d) float, the embedding rows a step reads
+    const float* positions;  // (max_positions, d)
+    const Layer* layers;
+    Norm final_norm;
+    QLinear output;  // (vocab, d), no bias
+};
+
+// One step's inputs and outputs: see `_StepGraph` for their meaning. Rows = groups * beams.
+// Every layer's tensors are stacked in one array, the sentence (or row) axis first, so that
+// dropping finished sentences compacts one array, and a call passes a dozen pointers.
+struct StepIO {
+    int rows, groups, past_rows, past, src, mem, n_best, n_ban;
+    int ldk_src, ldk_mem;  // the transposed keys' padded lengths (multiples of 16)
+    int64_t position;
+    const int64_t* tokens;    // (rows)
+    const int64_t* order;     // (rows): the past row each row continues
+    const int64_t* ban;       // (rows, n_ban): tokens a row may not emit
+    const float* src_bias;    // (groups, src)
+    const float* mem_bias;    // (groups, mem)
+    const float* has_memory;  // (groups)
+    const float* self_kv;     // (past_rows, layers, 2, heads, past, d_head): keys, values so far
+    const float* cross_kt;    // (groups, layers, heads, d_head, ldk_src): keys transposed
+    const float* cross_v;     // (groups, layers, heads, src, d_head)
+    const float* mem_kt;      // (groups, layers, heads, d_head, ldk_mem)
+    const float* mem_v;       // (groups, layers, heads, mem, d_head)
+    float* new_kv;            // (rows, layers, 2, heads, past + 1, d_head)
+    float* best_lp;           // (rows, n_best)
+    int64_t* best_ids;        // (rows, n_best)
+    float* eos_lp;            // (rows)
+    float* gate;              // (rows), memory model only
+};
+
+int ragmt_isa() {
+#if defined(RAGMT_VNNI)
+    return 2;
+#elif defined(__AVX2__)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+// The largest int8 weight magnitude whose products this build sums exactly.
+int ragmt_weight_limit() {
+#if defined(RAGMT_VNNI) || !defined(__AVX2__)
+    return 127;
+#else
+    return 64;
+#endif
+}
+
+}  // extern "C"
+
+namespace {
+
+// --------------------------------------------------------------------------- int8 products
+
+// Rows `a` (rows, kp) quantized as uint8, each with its own scale and zero point.
+void quantize_rows(const float* x, int rows, int k, int ldx, int kp, uint8_t* a, float* scale,
+                   int32_t* zero) {
+    for (int r = 0; r < rows; ++r) {
+        const float* xr = x + (size_t)r * ldx;
+        float lo = 0.f, hi = 0.f;
+        for (int i = 0; i < k; ++i) {
+            lo = std::min(lo, xr[i]);
+            hi = std::max(hi, xr[i]);
+        }
+        float s = (hi - lo) / 255.f;
+        if (s == 0.f) s = 1.f;
+        int zp = (int)std::nearbyint(-lo / s);
+        zp = std::min(255, std::max(0, zp));
+        float inv = 1.f / s;
+        uint8_t* ar = a + (size_t)r * kp;
+        for (int i = 0; i < k; ++i) {
+            int q = (int)std::nearbyint(xr[i] * inv) + zp;
+            ar[i] = (uint8_t)std::min(255, std::max(0, q));
+        }
+        for (int i = k; i < kp; ++i) ar[i] = 0;  // the padded weights are 0: any value will do
+        scale[r] = s;
+        zero[r] = zp;
+    }
+}
+
+inline int32_t load4(const uint8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+#if defined(RAGMT_VNNI)
+// R rows by C blocks of 16 channels, int32 sums into `out` (rows, ldo).
+template <int R, int C>
+void kernel(const uint8_t* a, int lda, const int8_t* w, int kq, int nb, int32_t* out, int ldo) {
+    __m512i acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_si512();
+    const int8_t* wb = w + (size_t)nb * kq * 64;
+    for (int q = 0; q < kq; ++q) {
+        __m512i b[C];
+        for (int c = 0; c < C; ++c) b[c] = _mm512_loadu_si512(wb + ((size_t)c * kq + q) * 64);
+        for (int r = 0; r < R; ++r) {
+            __m512i av = _mm512_set1_epi32(load4(a + (size_t)r * lda + 4 * q));
+            for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], av, b[c]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c)
+            _mm512_storeu_si512(out + (size_t)r * ldo + (nb + c) * kBlock, acc[r][c]);
+}
+constexpr int kCols = 2;  // blocks of 16 channels a kernel call keeps in registers
+#elif defined(__AVX2__)
+template <int R, int C>
+void kernel(const uint8_t* a, int lda, const int8_t* w, int kq, int nb, int32_t* out, int ldo) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i lo[R][C], hi[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) lo[r][c] = hi[r][c] = _mm256_setzero_si256();
+    const int8_t* wb = w + (size_t)nb * kq * 64;
+    for (int q = 0; q < kq; ++q) {
+        __m256i bl[C], bh[C];
+        for (int c = 0; c < C; ++c) {
+            const int8_t* p = wb + ((size_t)c * kq + q) * 64;
+            bl[c] = _mm256_loadu_si256((const __m256i*)p);
+            bh[c] = _mm256_loadu_si256((const __m256i*)(p + 32));
+        }
+        for (int r = 0; r < R; ++r) {
+            __m256i av = _mm256_set1_epi32(load4(a + (size_t)r * lda + 4 * q));
+            for (int c = 0; c < C; ++c) {
+                lo[r][c] = _mm256_add_epi32(
+                    lo[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(av, bl[c]), ones));
+                hi[r][c] = _mm256_add_epi32(
+                    hi[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(av, bh[c]), ones));
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) {
+            int32_t* o = out + (size_t)r * ldo + (nb + c) * kBlock;
+            _mm256_storeu_si256((__m256i*)o, lo[r][c]);
+            _mm256_storeu_si256((__m256i*)(o + 8), hi[r][c]);
+        }
+}
+constexpr int kCols = 1;
+#else
+template <int R, int C>
+void kernel(const uint8_t* a, int lda, const int8_t* w, int kq, int nb, int32_t* out, int ldo) {
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) {
+            const int8_t* wb = w + (size_t)(nb + c) * kq * 64;
+            int32_t* o = out + (size_t)r * ldo + (nb + c) * kBlock;
+            for (int j = 0; j < kBlock; ++j) o[j] = 0;
+            for (int q = 0; q < kq; ++q)
+                for (int j = 0; j < kBlock; ++j)
+                    for (int i = 0; i < 4; ++i)
+                        o[j] += (int32_t)a[(size_t)r * lda + 4 * q + i] * wb[q * 64 + j * 4 + i];
+        }
+}
+constexpr int kCols = 1;
+#endif
+
+template <int R>
+void row_kernels(const uint8_t* a, int lda, const int8_t* w, int kq, int nblocks, int32_t* out,
+                 int ldo) {
+    int nb = 0;
+    for (; nb + kCols <= nblocks; nb += kCols) kernel<R, kCols>(a, lda, w, kq, nb, out, ldo);
+    for (; nb < nblocks; ++nb) kernel<R, 1>(a, lda, w, kq, nb, out, ldo);
+}
+
+struct Scratch {
+    std::vector<uint8_t> a;
+    std::vector<float> scale;
+    std::vector<int32_t> zero, acc;
+};
+
+// y (rows, ldy) = x (rows, ldx) W^T + b, through int8.
+void qlinear(const QLinear& L, const float* x, int rows, int ldx, float* y, int ldy,
+             Scratch& s) {
+    s.a.resize((size_t)rows * L.kp);
+    s.scale.resize(rows);
+    s.zero.resize(rows);
+    s.acc.resize((size_t)std::min(rows, 4) * L.np);
+    quantize_rows(x, rows, L.k, ldx, L.kp, s.a.data(), s.scale.data(), s.zero.data());
+    const int kq = L.kp / 4, nblocks = L.np / kBlock;
+    for (int r0 = 0; r0 < rows; r0 += 4) {
+        const int n = std::min(4, rows - r0);
+        const uint8_t* a = s.a.data() + (size_t)r0 * L.kp;
+        int32_t* acc = s.acc.data();
+        switch (n) {
+            case 4: row_kernels<4>(a, L.kp, L.w, kq, nblocks, acc, L.np); break;
+            case 3: row_kernels<3>(a, L.kp, L.w, kq, nblocks, acc, L.np); break;
+            case 2: row_kernels<2>(a, L.kp, L.w, kq, nblocks, acc, L.np); break;
+            default: row_kernels<1>(a, L.kp, L.w, kq, nblocks, acc, L.np); break;
+        }
+        for (int r = 0; r < n; ++r) {
+            const float sa = s.scale[r0 + r];
+            const int32_t za = s.zero[r0 + r];
+            const int32_t* ar = acc + (size_t)r * L.np;
+            float* yr = y + (size_t)(r0 + r) * ldy;
+            for (int j = 0; j < L.n; ++j) {
+                float v = sa * L.scale[j] * (float)(ar[j] - za * L.wsum[j]);
+                yr[j] = L.bias ? v + L.bias[j] : v;
+            }
+        }
+    }
+}
+
+// --------------------------------------------------------------------------- float parts
+
+void layer_norm(const Norm& n, const float* x, int rows, int d, float* y) {
+    for (int r = 0; r < rows; ++r) {
+        const float* xr = x + (size_t)r * d;
+        float* yr = y + (size_t)r * d;
+        float mean = 0.f;
+#pragma omp simd reduction(+ : mean)
+        for (int i = 0; i < d; ++i) mean += xr[i];
+        mean /= d;
+        float var = 0.f;
+#pragma omp simd reduction(+ : var)
+        for (int i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+        const float inv = 1.f / std::sqrt(var / d + 1e-5f);
+        for (int i = 0; i < d; ++i) yr[i] = (xr[i] - mean) * inv * n.weight[i] + n.bias[i];
+    }
+}
+
+// Sums are written as `omp simd` reductions (-fopenmp-simd): without them the compiler keeps
+// IEEE order and adds one product at a time, and attention's 64-wide dot products were most of
+// a step.
+inline float dot(const float* a, const float* b, int n) {
+    float s = 0.f;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+// e^x for x <= 0 (softmax's shifted logits), to about 2e-7 relative: 2^(x log2 e) as an exponent
+// and a degree-6 polynomial of the fraction. Unlike std::exp it vectorizes, and the vocabulary's
+// log-softmax is 8,000 of them a row.
+inline float exp_neg(float x) {
+    x = std::max(x, -87.f);
+    const float t = x * 1.44269504089f;
+    const float fi = std::floor(t);
+    const float f = t - fi;
+    float p = 1.5353362e-4f;
+    p = p * f + 1.3398874e-3f;
+    p = p * f + 9.6180325e-3f;
+    p = p * f + 5.5503406e-2f;
+    p = p * f + 2.4022648e-1f;
+    p = p * f + 6.9314720e-1f;
+    p = p * f + 1.0f;
+    int32_t bits = ((int32_t)fi + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, 4);
+    return p * scale;
+}
+
+// out (d_head) = softmax(q . keys / sqrt(d_head) + bias) . values over `len` keys.
+void attend(const float* q, const float* keys, const float* values, const float* bias, int len,
+            int d_head, float scale, float* weights, float* out) {
+    float top = -INFINITY;
+    for (int j = 0; j < len; ++j) {
+        float s = dot(q, keys + (size_t)j * d_head, d_head) * scale;
+        if (bias) s += bias[j];
+        weights[j] = s;
+        top = std::max(top, s);
+    }
+    float total = 0.f;
+#pragma omp simd reduction(+ : total)
+    for (int j = 0; j < len; ++j) {
+        weights[j] = exp_neg(weights[j] - top);
+        total += weights[j];
+    }
+    const float inv = 1.f / total;
+    for (int i = 0; i < d_head; ++i) out[i] = 0.f;
+    for (int j = 0; j < len; ++j) {
+        const float p = weights[j] * inv;
+        const float* v = values + (size_t)j * d_head;
+        for (int i = 0; i < d_head; ++i) out[i] += p * v[i];
+    }
+}
+
+// Softmax of `len` scores in place, to weights that sum to 1.
+void softmax(float* s, int len) {
+    float top = -INFINITY;
+#pragma omp simd reduction(max : top)
+    for (int j = 0; j < len; ++j) top = std::max(top, s[j]);
+    float total = 0.f;
+#pragma omp simd reduction(+ : total)
+    for (int j = 0; j < len; ++j) {
+        s[j] = exp_neg(s[j] - top);
+        total += s[j];
+    }
+    const float inv = 1.f / total;
+    for (int j = 0; j < len; ++j) s[j] *= inv;
+}
+
+constexpr int kKeys = 16;  // keys per vector of scores; the transposed keys are padded to it
+
+// 16 floats as one value (GCC/Clang vector extension): one AVX-512 register, or two AVX2 ones.
+typedef float f16 __attribute__((vector_size(64)));
+
+inline f16 load16(const float* p) {
+    f16 v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+// NB rows' attention (NB beams of one sentence, one head): queries `q` (row r at q + r * ldq),
+// keys transposed `kt` (Dh, ldk), values `vs` (len, Dh), scores in `sr` (NB, ldk); Dh a
+// multiple of 16. Each key and value is loaded once for all NB rows, and the NB sums in flight
+// hide the adds' latency.
+template <int NB>
+void attend_rows(const float* q, int ldq, const float* kt, int ldk, const float* vs,
+                 const float* bias, int len, int dh, float scale, float* sr, float* out,
+                 int ldo) {
+    for (int j0 = 0; j0 < ldk; j0 += kKeys) {
+        f16 acc[NB] = {};
+        for (int i = 0; i < dh; ++i) {
+            const f16 row = load16(kt + (size_t)i * ldk + j0);
+            for (int r = 0; r < NB; ++r) acc[r] += q[(size_t)r * ldq + i] * row;
+        }
+        for (int r = 0; r < NB; ++r) std::memcpy(sr + (size_t)r * ldk + j0, &acc[r], 64);
+    }
+    for (int r = 0; r < NB; ++r) {
+        float* s = sr + (size_t)r * ldk;
+        for (int j = 0; j < len; ++j) s[j] = s[j] * scale + (bias ? bias[j] : 0.f);
+        softmax(s, len);
+    }
+    for (int i0 = 0; i0 < dh; i0 += kKeys) {
+        f16 o[NB] = {};
+        for (int j = 0; j < len; ++j) {
+            const f16 v = load16(vs + (size_t)j * dh + i0);
+            for (int r = 0; r < NB; ++r) o[r] += sr[(size_t)r * ldk + j] * v;
+        }
+        for (int r = 0; r < NB; ++r) std::memcpy(out + (size_t)r * ldo + i0, &o[r], 64);
+    }
+}
+
+// Attention of each row's query to its sentence's keys/values: `keys_t` (groups, H, Dh, ldk),
+// transposed (and padded with zero keys to `ldk`, a multiple of 16) once per sentence, so that
+// scores for 16 keys are plain vector products with no horizontal sums (which, with the adds'
+// latency, were most of a step); `values` (groups, H, len, Dh). A sentence's beams, four at a
+// time, read each key and value once.
+void grouped_attention(const Model& m, int layer, const float* q, int ldq, const float* keys_t,
+                       int ldk, const float* values, const float* bias, int len, int rows,
+                       int groups, std::vector<float>& w, float* out) {
+    const int per = rows / groups, dh = m.d_head, H = m.heads, L = m.n_layers;
+    const float scale = 1.f / std::sqrt((float)dh);
+    w.resize((size_t)4 * ldk);
+    for (int g = 0; g < groups; ++g)
+        for (int h = 0; h < H; ++h) {
+            const size_t head = ((size_t)g * L + layer) * H + h;
+            const float* kt = keys_t + head * dh * ldk;
+            const float* vs = values + head * len * dh;
+            const float* b = bias ? bias + (size_t)g * len : nullptr;
+            for (int r0 = 0; r0 < per; r0 += 4) {
+                const float* qr = q + (size_t)(g * per + r0) * ldq + h * dh;
+                float* o = out + (size_t)(g * per + r0) * m.d + h * dh;
+                float* ws = w.data();
+                switch (std::min(4, per - r0)) {
+                    case 4: attend_rows<4>(qr, ldq, kt, ldk, vs, b, len, dh, scale, ws, o, m.d); break;
+                    case 3: attend_rows<3>(qr, ldq, kt, ldk, vs, b, len, dh, scale, ws, o, m.d); break;
+                    case 2: attend_rows<2>(qr, ldq, kt, ldk, vs, b, len, dh, scale, ws, o, m.d); break;
+                    default: attend_rows<1>(qr, ldq, kt, ldk, vs, b, len, dh, scale, ws, o, m.d);
+                }
+            }
+        }
+}
+
+}  // namespace
+
+extern "C" int ragmt_step(const Model* model, StepIO* io) {
+    const Model& m = *model;
+    const int rows = io->rows, d = m.d, dh = m.d_head, H = m.heads;
+    if (rows <= 0 || io->groups <= 0 || rows % io->groups) return 1;
+    if (io->position < 0 || io->position >= m.max_positions) return 2;
+    if (io->n_best < 1 || io->n_best > m.vocab) return 3;
+    if (m.d_head % kKeys) return 6;
+    for (int r = 0; r < rows; ++r) {
+        if (io->tokens[r] < 0 || io->tokens[r] >= m.vocab) return 4;
+        if (io->past > 0 && (io->order[r] < 0 || io->order[r] >= io->past_rows)) return 5;
+    }
+    const int t = io->past + 1;
+    Scratch s;
+    std::vector<float> x((size_t)rows * d), h((size_t)rows * d), y((size_t)rows * d);
+    std::vector<float> qkv((size_t)rows * 3 * d), ctx((size_t)rows * d), w;
+    std::vector<float> ffn, cq((size_t)rows * 2 * d), cs((size_t)rows * d), cm((size_t)rows * d);
+    std::vector<float> gates((size_t)rows, 0.f);
+
+    for (int r = 0; r < rows; ++r) {
+        const float* e = m.embed + (size_t)io->tokens[r] * d;
+        const float* p = m.positions + (size_t)io->position * d;
+        for (int i = 0; i < d; ++i) x[(size_t)r * d + i] = e[i] * m.embed_scale + p[i];
+    }
+    const float scale = 1.f / std::sqrt((float)dh);
+    for (int l = 0; l < m.n_layers; ++l) {
+        const Layer& L = m.layers[l];
+        // self-attention, the keys/values so far reordered by `order` and extended
+        layer_norm(L.self_norm, x.data(), rows, d, h.data());
+        qlinear(L.qkv, h.data(), rows, d, qkv.data(), 3 * d, s);
+        // row r's keys then values of this layer, `t` positions each (and the past's, `past`)
+        const size_t block = (size_t)H * t * dh, past_block = (size_t)H * io->past * dh;
+        for (int r = 0; r < rows; ++r) {
+            float* kv = io->new_kv + ((size_t)r * m.n_layers + l) * 2 * block;
+            const float* old = io->self_kv + ((size_t)io->order[r] * m.n_layers + l) * 2 * past_block;
+            const float* row = qkv.data() + (size_t)r * 3 * d;
+            for (int part = 0; part < 2; ++part)  // keys, values
+                for (int hd = 0; hd < H; ++hd) {
+                    float* dst = kv + part * block + (size_t)hd * t * dh;
+                    if (io->past > 0)
+                        std::memcpy(dst, old + part * past_block + (size_t)hd * io->past * dh,
+                                    sizeof(float) * io->past * dh);
+                    std::memcpy(dst + (size_t)io->past * dh, row + (part + 1) * d + hd * dh,
+                                sizeof(float) * dh);
+                }
+        }
+        w.resize(t);
+        for (int r = 0; r < rows; ++r)
+            for (int hd = 0; hd < H; ++hd) {
+                const float* kv = io->new_kv + ((size_t)r * m.n_layers + l) * 2 * block;
+                const size_t at = (size_t)hd * t * dh;
+                attend(qkv.data() + (size_t)r * 3 * d + hd * dh, kv + at, kv + block + at, nullptr,
+                       t, dh, scale, w.data(), ctx.data() + (size_t)r * d + hd * dh);
+            }
+        qlinear(L.self_out, ctx.data(), rows, d, y.data(), d, s);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+
+        // cross-attention to the source (and the memory, mixed by the gate)
+        layer_norm(L.cross_norm, x.data(), rows, d, h.data());
+        const int nq = L.cross_q.n;  // d, or 2 d with a memory
+        qlinear(L.cross_q, h.data(), rows, d, cq.data(), nq, s);
+        grouped_attention(m, l, cq.data(), nq, io->cross_kt, io->ldk_src, io->cross_v,
+                          io->src_bias, io->src, rows, io->groups, w, ctx.data());
+        qlinear(L.cross_out, ctx.data(), rows, d, cs.data(), d, s);
+        if (m.memory) {
+            grouped_attention(m, l, cq.data() + d, nq, io->mem_kt, io->ldk_mem, io->mem_v,
+                              io->mem_bias, io->mem, rows, io->groups, w, ctx.data());
+            qlinear(L.memory_out, ctx.data(), rows, d, cm.data(), d, s);
+            const int per = rows / io->groups;
+            for (int r = 0; r < rows; ++r) {
+                float* c_s = cs.data() + (size_t)r * d;
+                float* c_m = cm.data() + (size_t)r * d;
+                float g = 1.f;
+                if (io->has_memory[r / per] != 0.f) {
+                    const float z = dot(L.gate_source, c_s, d) + L.gate_source_bias +
+                                    dot(L.gate_memory, c_m, d);
+                    g = 1.f / (1.f + std::exp(-z));
+                } else {
+                    for (int i = 0; i < d; ++i) c_m[i] = 0.f;  // no memory: gate 1, exactly
+                }
+                gates[r] += g;
+                float* xr = x.data() + (size_t)r * d;
+                for (int i = 0; i < d; ++i) xr[i] += c_m[i] + g * (c_s[i] - c_m[i]);
+            }
+        } else {
+            for (size_t i = 0; i < x.size(); ++i) x[i] += cs[i];
+        }
+
+        // feed-forward
+        layer_norm(L.ffn_norm, x.data(), rows, d, h.data());
+        ffn.resize((size_t)rows * L.fc1.n);
+        qlinear(L.fc1, h.data(), rows, d, ffn.data(), L.fc1.n, s);
+        for (float& v : ffn) v = std::max(v, 0.f);
+        qlinear(L.fc2, ffn.data(), rows, L.fc1.n, y.data(), d, s);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+    }
+    if (m.memory)
+        for (int r = 0; r < rows; ++r) io->gate[r] = gates[r] / m.n_layers;
+
+    // the vocabulary: log-softmax, the banned tokens out, the n best
+    layer_norm(m.final_norm, x.data(), rows, d, h.data());
+    const int V = m.vocab, N = io->n_best;
+    std::vector<float> logits((size_t)rows * V);
+    qlinear(m.output, h.data(), rows, d, logits.data(), V, s);
+    std::vector<float> best_v(N);
+    std::vector<int64_t> best_i(N);
+    for (int r = 0; r < rows; ++r) {
+        float* lr = logits.data() + (size_t)r * V;
+        float top = -INFINITY;
+#pragma omp simd reduction(max : top)
+        for (int j = 0; j < V; ++j) top = std::max(top, lr[j]);
+        float total = 0.f;
+#pragma omp simd reduction(+ : total)
+        for (int j = 0; j < V; ++j) total += exp_neg(lr[j] - top);
+        const float lse = top + std::log(total);
+        const int64_t* banned = io->ban + (size_t)r * io->n_ban;
+        bool eos_banned = false;
+        for (int b = 0; b < io->n_ban; ++b) {
+            if (banned[b] >= 0 && banned[b] < V) lr[banned[b]] = -INFINITY;
+            eos_banned |= banned[b] == m.eos;
+        }
+        io->eos_lp[r] = eos_banned ? -INFINITY : lr[m.eos] - lse;
+        // the N largest, best first (ties: the lower token first)
+        int filled = 0;
+        for (int j = 0; j < V; ++j) {
+            const float v = lr[j];
+            if (filled == N && !(v > best_v[N - 1])) continue;
+            int at = filled < N ? filled++ : N - 1;
+            while (at > 0 && v > best_v[at - 1]) {
+                best_v[at] = best_v[at - 1];
+                best_i[at] = best_i[at - 1];
+                --at;
+            }
+            best_v[at] = v;
+            best_i[at] = j;
+        }
+        for (int k = 0; k < N; ++k) {
+            io->best_lp[(size_t)r * N + k] = best_v[k] - lse;
+            io->best_ids[(size_t)r * N + k] = best_i[k];
+        }
+    }
+    return 0;
+}
+
+// One int8 linear layer alone, for tests: y (rows, n) = x (rows, k) W^T + b.
+extern "C" void ragmt_qlinear(const QLinear* layer, const float* x, int rows, float* y) {
+    Scratch s;
+    qlinear(*layer, x, rows, layer->k, y, layer->n, s);
+}

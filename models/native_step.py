@@ -1,0 +1,445 @@
+"""A decoding step in one C++ call (`models/native/step.cpp`), in place of ONNX Runtime's graph.
+
+At batch 1 ONNX Runtime's step graph is some 200 operators of a few microseconds each for four
+rows, where the arithmetic is a tenth of that (docs/decoding-speed.md). The native step does
+the same computation as `models.ort_decoder._StepGraph` with int8 matrix products that read
+their weights once for up to four rows and with every small operator fused into loops. It is
+compiled for the CPU it runs on (`-march=native`) the first time it is needed, by the C++
+compiler found on the host, and kept in a cache directory by a digest of its source, flags,
+compiler and CPU; where no compiler is at hand, `available` says why and decoding stays on
+ONNX Runtime.
+
+Its int8 products quantize activations per row (uint8, a scale and zero point each), so a
+sentence's translation does not depend on the other sentences of its batch, unlike ONNX
+Runtime's dynamic quantization (one scale per call). Weights are int8 per output channel: full
+int8 where the build sums u8 x s8 products exactly (AVX-512 VNNI, or the portable loops), kept
+to -64..64 on AVX2 alone (`weight_limit`), as "s7" in `models.ort_decoder`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+__all__ = [
+    "Int8Linear", "NativeStep", "SentenceTensors", "available", "library", "stack_keys",
+    "stack_values", "supports",
+]  # fmt: skip
+
+SOURCE = Path(__file__).parent / "native" / "step.cpp"
+FLAGS = (
+    "-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math",
+    "-std=c++17", "-shared", "-fPIC",
+)  # fmt: skip
+# Where built libraries are kept (RAGMT_NATIVE_CACHE, else the user's cache directory).
+CACHE_ENV = "RAGMT_NATIVE_CACHE"
+
+_lock = threading.Lock()
+_loaded: dict[str, Any] = {}  # "lib" -> the loaded library, "error" -> why there is none
+
+
+class _QLinear(ctypes.Structure):
+    _fields_ = [
+        ("n", ctypes.c_int), ("k", ctypes.c_int), ("np", ctypes.c_int), ("kp", ctypes.c_int),
+        ("w", ctypes.c_void_p), ("scale", ctypes.c_void_p), ("wsum", ctypes.c_void_p),
+        ("bias", ctypes.c_void_p),
+    ]  # fmt: skip
+
+
+class _Norm(ctypes.Structure):
+    _fields_ = [("weight", ctypes.c_void_p), ("bias", ctypes.c_void_p)]
+
+
+class _Layer(ctypes.Structure):
+    _fields_ = [
+        ("self_norm", _Norm), ("cross_norm", _Norm), ("ffn_norm", _Norm),
+        ("qkv", _QLinear), ("self_out", _QLinear), ("cross_q", _QLinear),
+        ("cross_out", _QLinear), ("memory_out", _QLinear),
+        ("gate_source", ctypes.c_void_p), ("gate_source_bias", ctypes.c_float),
+        ("gate_memory", ctypes.c_void_p), ("fc1", _QLinear), ("fc2", _QLinear),
+    ]  # fmt: skip
+
+
+class _Model(ctypes.Structure):
+    _fields_ = [
+        ("d", ctypes.c_int), ("heads", ctypes.c_int), ("d_head", ctypes.c_int),
+        ("vocab", ctypes.c_int), ("n_layers", ctypes.c_int), ("memory", ctypes.c_int),
+        ("eos", ctypes.c_int), ("max_positions", ctypes.c_int), ("embed_scale", ctypes.c_float),
+        ("embed", ctypes.c_void_p), ("positions", ctypes.c_void_p),
+        ("layers", ctypes.POINTER(_Layer)), ("final_norm", _Norm), ("output", _QLinear),
+    ]  # fmt: skip
+
+
+_P = ctypes.c_void_p
+
+
+class _StepIO(ctypes.Structure):
+    _fields_ = [
+        ("rows", ctypes.c_int), ("groups", ctypes.c_int), ("past_rows", ctypes.c_int),
+        ("past", ctypes.c_int), ("src", ctypes.c_int), ("mem", ctypes.c_int),
+        ("n_best", ctypes.c_int), ("n_ban", ctypes.c_int), ("ldk_src", ctypes.c_int),
+        ("ldk_mem", ctypes.c_int), ("position", ctypes.c_int64),
+        ("tokens", _P), ("order", _P), ("ban", _P), ("src_bias", _P), ("mem_bias", _P),
+        ("has_memory", _P), ("self_kv", _P), ("cross_kt", _P), ("cross_v", _P),
+        ("mem_kt", _P), ("mem_v", _P), ("new_kv", _P), ("best_lp", _P), ("best_ids", _P),
+        ("eos_lp", _P), ("gate", _P),
+    ]  # fmt: skip
+
+
+_ERRORS = {
+    1: "rows must be a positive multiple of the sentences",
+    2: "position beyond the model's position table",
+    3: "n best must be between 1 and the vocabulary",
+    4: "a token id outside the vocabulary",
+    5: "an order entry outside the past rows",
+    6: "the heads' width must be a multiple of 16",
+}
+
+
+def _compiler() -> str | None:
+    return os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+
+
+def _cpu_line() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((ln for ln in f if ln.startswith("flags")), "")
+    except OSError:
+        return ""
+
+
+def _cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ragmt" / "native"
+
+
+def _build(compiler: str) -> Path:
+    """The library for this source, compiler and CPU: built once, then found in the cache."""
+    version = subprocess.run(
+        [compiler, "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    h = hashlib.sha256(SOURCE.read_bytes())
+    for part in (*FLAGS, version, _cpu_line()):
+        h.update(part.encode())
+    out = _cache_dir() / f"step-{h.hexdigest()[:16]}.so"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # built beside its final name and moved there whole: a reader never loads half a library
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    os.close(fd)
+    try:
+        done = subprocess.run(
+            [compiler, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True
+        )
+        if done.returncode:
+            raise RuntimeError(f"{compiler} failed on {SOURCE.name}: {done.stderr.strip()[-800:]}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+def library() -> Any:
+    """The compiled step library (built on first use); RuntimeError saying why if it cannot be."""
+    with _lock:
+        if "lib" in _loaded:
+            return _loaded["lib"]
+        if "error" in _loaded:
+            raise RuntimeError(_loaded["error"])
+        try:
+            compiler = _compiler()
+            if compiler is None:
+                raise RuntimeError("no C++ compiler (g++ or c++ on PATH, or CXX)")
+            lib = ctypes.CDLL(str(_build(compiler)))
+        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+            _loaded["error"] = f"native decoding step unavailable: {e}"
+            raise RuntimeError(_loaded["error"]) from e
+        lib.ragmt_step.argtypes = [ctypes.POINTER(_Model), ctypes.POINTER(_StepIO)]
+        lib.ragmt_step.restype = ctypes.c_int
+        lib.ragmt_qlinear.argtypes = [ctypes.POINTER(_QLinear), _P, ctypes.c_int, _P]
+        lib.ragmt_qlinear.restype = None
+        _loaded["lib"] = lib
+        return lib
+
+
+def available() -> tuple[bool, str]:
+    """Whether the native step can run here, and if not why."""
+    try:
+        library()
+    except RuntimeError as e:
+        return False, str(e)
+    return True, ""
+
+
+def weight_limit() -> int:
+    """The largest int8 weight this build sums exactly: 127, or 64 on AVX2 without VNNI."""
+    return int(library().ragmt_weight_limit())
+
+
+def isa() -> str:
+    """The instructions the int8 products use: "avx512-vnni", "avx2" or "portable"."""
+    return ("portable", "avx2", "avx512-vnni")[int(library().ragmt_isa())]
+
+
+def _f32(t: Any) -> np.ndarray:
+    if isinstance(t, np.ndarray):
+        return np.ascontiguousarray(t, dtype=np.float32)
+    return np.ascontiguousarray(t.detach().float().cpu().numpy(), dtype=np.float32)
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+class Int8Linear:
+    """A linear layer's weights `(n, k)` as the native step multiplies them: int8 per output
+    channel within +-`limit`, padded to (16, 4) multiples and packed for its kernels.
+    Calling it runs the layer alone (`ragmt_qlinear`): how the tests check the kernels."""
+
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, limit: int) -> None:
+        n, k = weight.shape
+        n_pad, k_pad = -(-n // 16) * 16, -(-k // 4) * 4
+        top = np.abs(weight).max(axis=1)
+        self.scale = np.ones(n_pad, dtype=np.float32)
+        self.scale[:n] = np.where(top > 0, top / limit, 1.0)
+        self.weights = np.zeros((n_pad, k_pad), dtype=np.int8)  # unpacked, for the tests
+        q = np.rint(weight / self.scale[:n, None])
+        self.weights[:n, :k] = np.clip(q, -limit, limit)
+        self.packed = self.weights.reshape(n_pad // 16, 16, k_pad // 4, 4).transpose(0, 2, 1, 3)
+        self.packed = np.ascontiguousarray(self.packed)
+        self.wsum = self.weights.sum(axis=1, dtype=np.int32)
+        self.bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+        self.struct = _QLinear(
+            n=n, k=k, np=n_pad, kp=k_pad, w=_ptr(self.packed), scale=_ptr(self.scale),
+            wsum=_ptr(self.wsum), bias=None if self.bias is None else _ptr(self.bias),
+        )  # fmt: skip
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if x.ndim != 2 or x.shape[1] != self.struct.k:
+            raise ValueError(f"expected rows of {self.struct.k} inputs, got shape {x.shape}")
+        y = np.empty((x.shape[0], self.struct.n), dtype=np.float32)
+        library().ragmt_qlinear(ctypes.byref(self.struct), _ptr(x), x.shape[0], _ptr(y))
+        return y
+
+
+def supports(model: nn.Module) -> tuple[bool, str]:
+    """Whether the native step can run `model` (and if not why): an architecture that
+    `models.ort_decoder` exports a step for, with heads a multiple of 16 wide, sinusoidal or
+    learned positions, a compiled library."""
+    from models.ort_decoder import supports as has_step
+
+    if not has_step(model):
+        return False, f"no decoding step for {type(model).__name__}"
+    d_head = model.decoder_layers[0].self_attn.d_head
+    if d_head % 16:
+        return False, f"heads {d_head} wide; the native step needs a multiple of 16"
+    return available()
+
+
+class NativeStep:
+    """`_StepGraph`'s computation for `model`'s weights, run as one C++ call: `run(feed)` takes
+    the step graph's feed and returns its outputs, in its order, as numpy arrays. `memory`:
+    the memory model's step (source and memory mixed by the gate)."""
+
+    def __init__(self, model: nn.Module, memory: bool) -> None:
+        self.lib = library()
+        self.limit = weight_limit()
+        self.memory = memory
+        self._keep: list[Any] = []  # every array the C structs point into
+        layers = model.decoder_layers
+        first = layers[0].self_attn
+        self.n_layers, self.heads, self.d_head = len(layers), first.n_heads, first.d_head
+        from models.ort_decoder import _position_table
+
+        c = model.config
+        positions = self._hold(_f32(_position_table(model.positions)))
+        built = (_Layer * len(layers))(*[self._layer(layer) for layer in layers])
+        self._layers = built
+        self.model = _Model(
+            d=c.d_model, heads=self.heads, d_head=self.d_head, vocab=c.vocab_size,
+            n_layers=len(layers), memory=int(memory), eos=c.eos_id,
+            max_positions=positions.shape[0], embed_scale=float(model.embed_scale),
+            embed=_ptr(self._hold(_f32(model.embed.weight))), positions=_ptr(positions),
+            layers=built, final_norm=self._norm(model.decoder_norm),
+            output=self._linear(model.output.weight, None),
+        )  # fmt: skip
+        self.eos = c.eos_id
+
+    def _hold(self, a: np.ndarray) -> np.ndarray:
+        self._keep.append(a)
+        return a
+
+    def _norm(self, norm: nn.LayerNorm) -> _Norm:
+        if abs(norm.eps - 1e-5) > 1e-12:
+            raise ValueError(f"the native step's layer norm has eps 1e-5, the model's {norm.eps}")
+        return _Norm(_ptr(self._hold(_f32(norm.weight))), _ptr(self._hold(_f32(norm.bias))))
+
+    def _linear(self, weight: Any, bias: Any) -> _QLinear:
+        layer = Int8Linear(_f32(weight), None if bias is None else _f32(bias), self.limit)
+        self._keep.append(layer)
+        return layer.struct
+
+    def _stacked(self, linears: list[nn.Linear]) -> _QLinear:
+        return self._linear(
+            np.concatenate([_f32(x.weight) for x in linears]),
+            np.concatenate([_f32(x.bias) for x in linears]),
+        )
+
+    def _layer(self, layer: nn.Module) -> _Layer:
+        a, c = layer.self_attn, layer.cross_attn
+        out = _Layer(
+            self_norm=self._norm(layer.self_attn_norm),
+            cross_norm=self._norm(layer.cross_attn_norm),
+            ffn_norm=self._norm(layer.ffn_norm),
+            qkv=self._stacked([a.q_proj, a.k_proj, a.v_proj]),
+            self_out=self._linear(a.out_proj.weight, a.out_proj.bias),
+            cross_out=self._linear(c.out_proj.weight, c.out_proj.bias),
+            fc1=self._linear(layer.ffn.fc1.weight, layer.ffn.fc1.bias),
+            fc2=self._linear(layer.ffn.fc2.weight, layer.ffn.fc2.bias),
+        )
+        if self.memory:
+            r = layer.memory_attn
+            out.cross_q = self._stacked([c.q_proj, r.q_proj])
+            out.memory_out = self._linear(r.out_proj.weight, r.out_proj.bias)
+            out.gate_source = _ptr(self._hold(_f32(layer.gate_source.weight).reshape(-1)))
+            out.gate_source_bias = float(layer.gate_source.bias.item())
+            out.gate_memory = _ptr(self._hold(_f32(layer.gate_memory.weight).reshape(-1)))
+        else:
+            out.cross_q = self._stacked([c.q_proj])
+        return out
+
+    def step(
+        self,
+        tokens: np.ndarray,
+        position: int,
+        order: np.ndarray,
+        ban: np.ndarray,
+        n_best: int,
+        sentences: SentenceTensors,
+        self_kv: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """One step for `tokens (B,)`, as `_StepGraph`: each row's `n_best` log-probs and tokens
+        `(B, n_best)`, EOS log-probs `(B,)`, the keys/values so far `(B, L, 2, H, t+1, Dh)`, and
+        with a memory the gate averaged over layers `(B, 1)`. `order (B,)`: the row of
+        `self_kv (B', L, 2, H, t, Dh)` (None at the first step) each row continues; `ban (B,
+        J)`: tokens a row may not emit; `sentences`: the per-sentence tensors (`stack`)."""
+        rows, groups = len(tokens), sentences.src_bias.shape[0]
+        L, H, dh = self.n_layers, self.heads, self.d_head
+        if self_kv is None:
+            self_kv = np.zeros((rows, L, 2, H, 0, dh), dtype=np.float32)
+        past_rows, past = self_kv.shape[0], self_kv.shape[4]
+        tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        ban = np.ascontiguousarray(ban, dtype=np.int64)
+        if len(order) != rows or ban.shape[0] != rows or self_kv.shape[1:4] != (L, 2, H):
+            raise ValueError("native step: order, ban and the keys/values do not fit the rows")
+        new_kv = np.empty((rows, L, 2, H, past + 1, dh), dtype=np.float32)
+        best_lp = np.empty((rows, n_best), dtype=np.float32)
+        best_ids = np.empty((rows, n_best), dtype=np.int64)
+        eos_lp = np.empty(rows, dtype=np.float32)
+        t = sentences
+        io = _StepIO(
+            rows, groups, past_rows, past, t.src_bias.shape[1], t.mem, n_best, ban.shape[1],
+            t.cross_kt.shape[-1], t.ldk_mem, position, _ptr(tokens), _ptr(order), _ptr(ban),
+            _ptr(t.src_bias), t.ptr("mem_bias"), t.ptr("has_memory"), _ptr(self_kv),
+            _ptr(t.cross_kt), _ptr(t.cross_v), t.ptr("mem_kt"), t.ptr("mem_v"), _ptr(new_kv),
+            _ptr(best_lp), _ptr(best_ids), _ptr(eos_lp),
+        )  # fmt: skip
+        gate = None
+        if self.memory:
+            if t.mem_kt is None:
+                raise ValueError("native step: the memory model's step needs a memory")
+            gate = np.empty((rows, 1), dtype=np.float32)
+            io.gate = _ptr(gate)
+        status = self.lib.ragmt_step(ctypes.byref(self.model), ctypes.byref(io))
+        if status:
+            raise ValueError(f"native step refused its input: {_ERRORS.get(status, status)}")
+        return best_lp, best_ids, eos_lp, new_kv, gate
+
+
+def _c(a: np.ndarray) -> np.ndarray:
+    if a.dtype != np.float32 or not a.flags.c_contiguous:
+        raise ValueError("the native step reads C-contiguous float32 arrays")
+    return a
+
+
+@dataclass
+class SentenceTensors:
+    """The per-sentence tensors a native step reads, every layer's stacked (sentences first):
+    source bias `(G, S)`, keys transposed and padded `(G, L, H, Dh, S')` and values `(G, L, H,
+    S, Dh)`, and with a memory the same for it, plus which sentences have one `(G,)`."""
+
+    src_bias: np.ndarray
+    cross_kt: np.ndarray
+    cross_v: np.ndarray
+    mem_bias: np.ndarray | None = None
+    has_memory: np.ndarray | None = None
+    mem_kt: np.ndarray | None = None
+    mem_v: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "src_bias",
+            "cross_kt",
+            "cross_v",
+            "mem_bias",
+            "has_memory",
+            "mem_kt",
+            "mem_v",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                _c(value)
+        g, s = self.src_bias.shape
+        if self.cross_kt.shape[0] != g or self.cross_v.shape[:1] + self.cross_v.shape[3:4] != (
+            g,
+            s,
+        ):
+            raise ValueError("native step: the source's keys/values do not fit its bias")
+        if self.mem_kt is not None:
+            assert self.mem_bias is not None and self.mem_v is not None
+            if self.mem_v.shape[3] != self.mem_bias.shape[1]:
+                raise ValueError("native step: the memory's values do not fit its bias")
+
+    @property
+    def mem(self) -> int:
+        return 0 if self.mem_bias is None else self.mem_bias.shape[1]
+
+    @property
+    def ldk_mem(self) -> int:
+        return 0 if self.mem_kt is None else self.mem_kt.shape[-1]
+
+    def ptr(self, name: str) -> int | None:
+        value = getattr(self, name)
+        return None if value is None else _ptr(value)
+
+
+def stack_keys(per_layer: list[np.ndarray]) -> np.ndarray:
+    """Each layer's keys `(G, H, S, Dh)` as the native step reads them: `(G, L, H, Dh, S')`,
+    S' = S rounded up to a multiple of 16 with zero keys (their scores are never read)."""
+    g, h, s, dh = per_layer[0].shape
+    out = np.zeros((g, len(per_layer), h, dh, -(-s // 16) * 16), dtype=np.float32)
+    for i, k in enumerate(per_layer):
+        out[:, i, :, :, :s] = k.transpose(0, 1, 3, 2)
+    return out
+
+
+def stack_values(per_layer: list[np.ndarray]) -> np.ndarray:
+    """Each layer's values `(G, H, S, Dh)` stacked as `(G, L, H, S, Dh)`."""
+    return np.ascontiguousarray(np.stack(per_layer, axis=1), dtype=np.float32)
