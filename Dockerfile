@@ -42,6 +42,11 @@ FROM ${PYTHON_IMAGE} AS cpu
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/venv/bin:$PATH \
     RAGMT_HOST=0.0.0.0 RAGMT_PORT=8000 RAGMT_DATA_DIR=/data RAGMT_STORES_DIR=/data/stores \
     RAGMT_DEVICE=cpu
+# g++: the native decoding step (models/native_step.py) is built for the host's CPU when the
+# service first loads a model, into ~/.cache/ragmt/native; without it, ort-int8 decodes.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends g++ \
+ && rm -rf /var/lib/apt/lists/*
 COPY --from=cpu-build /opt/venv /opt/venv
 COPY --chmod=0755 docker/entrypoint.sh docker/wait_for_redis.py docker/healthcheck.py /opt/ragmt/
 RUN useradd --create-home --uid 10001 --user-group ragmt \

@@ -39,14 +39,18 @@ __all__ = [
 
 SOURCE = Path(__file__).parent / "native" / "step.cpp"
 FLAGS = (
-    "-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math",
-    "-std=c++17", "-shared", "-fPIC",
+    "-O3", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-std=c++17", "-shared",
+    "-fPIC",
 )  # fmt: skip
 # Where built libraries are kept (RAGMT_NATIVE_CACHE, else the user's cache directory).
 CACHE_ENV = "RAGMT_NATIVE_CACHE"
+# The CPU the library is built for (-march): "native", this one (the default), or e.g.
+# "x86-64-v3" (AVX2 without VNNI) or "x86-64" (the portable loops), which tests and benchmarks
+# use to run the other kernels on one host.
+ARCH_ENV = "RAGMT_NATIVE_ARCH"
 
 _lock = threading.Lock()
-_loaded: dict[str, Any] = {}  # "lib" -> the loaded library, "error" -> why there is none
+_loaded: dict[str, Any] = {}  # by -march: the loaded library, or why there is none (a str)
 
 
 class _QLinear(ctypes.Structure):
@@ -126,13 +130,19 @@ def _cache_dir() -> Path:
     return Path(base) / "ragmt" / "native"
 
 
-def _build(compiler: str) -> Path:
-    """The library for this source, compiler and CPU: built once, then found in the cache."""
+def _arch(arch: str | None) -> str:
+    return arch or os.environ.get(ARCH_ENV) or "native"
+
+
+def _build(compiler: str, arch: str | None = None) -> Path:
+    """The library for this source, compiler, `-march` and CPU: built once, then found in the
+    cache."""
+    flags = (*FLAGS, f"-march={_arch(arch)}")
     version = subprocess.run(
         [compiler, "--version"], capture_output=True, text=True, check=True
     ).stdout
     h = hashlib.sha256(SOURCE.read_bytes())
-    for part in (*FLAGS, version, _cpu_line()):
+    for part in (*flags, version, _cpu_line()):
         h.update(part.encode())
     out = _cache_dir() / f"step-{h.hexdigest()[:16]}.so"
     if out.exists():
@@ -143,7 +153,7 @@ def _build(compiler: str) -> Path:
     os.close(fd)
     try:
         done = subprocess.run(
-            [compiler, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True
+            [compiler, *flags, "-o", tmp, str(SOURCE)], capture_output=True, text=True
         )
         if done.returncode:
             raise RuntimeError(f"{compiler} failed on {SOURCE.name}: {done.stderr.strip()[-800:]}")
@@ -154,46 +164,49 @@ def _build(compiler: str) -> Path:
     return out
 
 
-def library() -> Any:
-    """The compiled step library (built on first use); RuntimeError saying why if it cannot be."""
+def library(arch: str | None = None) -> Any:
+    """The compiled step library for `arch` (`ARCH_ENV`; built on first use); RuntimeError
+    saying why if it cannot be."""
+    arch = _arch(arch)
     with _lock:
-        if "lib" in _loaded:
-            return _loaded["lib"]
-        if "error" in _loaded:
-            raise RuntimeError(_loaded["error"])
+        loaded = _loaded.get(arch)
+        if isinstance(loaded, str):
+            raise RuntimeError(loaded)
+        if loaded is not None:
+            return loaded
         try:
             compiler = _compiler()
             if compiler is None:
                 raise RuntimeError("no C++ compiler (g++ or c++ on PATH, or CXX)")
-            lib = ctypes.CDLL(str(_build(compiler)))
+            lib = ctypes.CDLL(str(_build(compiler, arch)))
         except (OSError, RuntimeError, subprocess.SubprocessError) as e:
-            _loaded["error"] = f"native decoding step unavailable: {e}"
-            raise RuntimeError(_loaded["error"]) from e
+            _loaded[arch] = f"native decoding step unavailable: {e}"
+            raise RuntimeError(_loaded[arch]) from e
         lib.ragmt_step.argtypes = [ctypes.POINTER(_Model), ctypes.POINTER(_StepIO)]
         lib.ragmt_step.restype = ctypes.c_int
         lib.ragmt_qlinear.argtypes = [ctypes.POINTER(_QLinear), _P, ctypes.c_int, _P]
         lib.ragmt_qlinear.restype = None
-        _loaded["lib"] = lib
+        _loaded[arch] = lib
         return lib
 
 
-def available() -> tuple[bool, str]:
+def available(arch: str | None = None) -> tuple[bool, str]:
     """Whether the native step can run here, and if not why."""
     try:
-        library()
+        library(arch)
     except RuntimeError as e:
         return False, str(e)
     return True, ""
 
 
-def weight_limit() -> int:
+def weight_limit(arch: str | None = None) -> int:
     """The largest int8 weight this build sums exactly: 127, or 64 on AVX2 without VNNI."""
-    return int(library().ragmt_weight_limit())
+    return int(library(arch).ragmt_weight_limit())
 
 
-def isa() -> str:
+def isa(arch: str | None = None) -> str:
     """The instructions the int8 products use: "avx512-vnni", "avx2" or "portable"."""
-    return ("portable", "avx2", "avx512-vnni")[int(library().ragmt_isa())]
+    return ("portable", "avx2", "avx512-vnni")[int(library(arch).ragmt_isa())]
 
 
 def _f32(t: Any) -> np.ndarray:
@@ -211,7 +224,10 @@ class Int8Linear:
     channel within +-`limit`, padded to (16, 4) multiples and packed for its kernels.
     Calling it runs the layer alone (`ragmt_qlinear`): how the tests check the kernels."""
 
-    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, limit: int) -> None:
+    def __init__(
+        self, weight: np.ndarray, bias: np.ndarray | None, limit: int, arch: str | None = None
+    ) -> None:
+        self.arch = arch
         n, k = weight.shape
         n_pad, k_pad = -(-n // 16) * 16, -(-k // 4) * 4
         top = np.abs(weight).max(axis=1)
@@ -234,7 +250,7 @@ class Int8Linear:
         if x.ndim != 2 or x.shape[1] != self.struct.k:
             raise ValueError(f"expected rows of {self.struct.k} inputs, got shape {x.shape}")
         y = np.empty((x.shape[0], self.struct.n), dtype=np.float32)
-        library().ragmt_qlinear(ctypes.byref(self.struct), _ptr(x), x.shape[0], _ptr(y))
+        library(self.arch).ragmt_qlinear(ctypes.byref(self.struct), _ptr(x), x.shape[0], _ptr(y))
         return y
 
 
@@ -257,9 +273,10 @@ class NativeStep:
     the step graph's feed and returns its outputs, in its order, as numpy arrays. `memory`:
     the memory model's step (source and memory mixed by the gate)."""
 
-    def __init__(self, model: nn.Module, memory: bool) -> None:
-        self.lib = library()
-        self.limit = weight_limit()
+    def __init__(self, model: nn.Module, memory: bool, arch: str | None = None) -> None:
+        self.arch = _arch(arch)
+        self.lib = library(self.arch)
+        self.limit = weight_limit(self.arch)
         self.memory = memory
         self._keep: list[Any] = []  # every array the C structs point into
         layers = model.decoder_layers
@@ -291,7 +308,8 @@ class NativeStep:
         return _Norm(_ptr(self._hold(_f32(norm.weight))), _ptr(self._hold(_f32(norm.bias))))
 
     def _linear(self, weight: Any, bias: Any) -> _QLinear:
-        layer = Int8Linear(_f32(weight), None if bias is None else _f32(bias), self.limit)
+        b = None if bias is None else _f32(bias)
+        layer = Int8Linear(_f32(weight), b, self.limit, self.arch)
         self._keep.append(layer)
         return layer.struct
 

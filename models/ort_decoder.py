@@ -679,10 +679,15 @@ class OrtDecoder(nn.Module):
             uses_sources = model.memory_encoder.uses_sources
             memory = _OrtMemoryEncoder(graphs["memory_encoder"], uses_sources)
             encoder._modules["memory_encoder"] = memory
+        self.native_isa: str | None = None  # native-int8: the instructions of its products
         if mode == "native-int8":  # the step in one C++ call (models/native_step.py)
-            from models.native_step import NativeStep
+            from models import native_step
 
-            self._steps = {m: NativeStep(model, m) for m in self._steps}
+            runnable, why = native_step.supports(model)
+            if not runnable:
+                raise ValueError(f"native-int8 cannot decode this model: {why}")
+            self._steps = {m: native_step.NativeStep(model, m) for m in self._steps}
+            self.native_isa = native_step.isa()
         object.__setattr__(self, "_encoder", encoder)  # not a child: no second copy of weights
         # the last step's gates, or its row count, per thread: workers may decode at once
         self._gates = threading.local()

@@ -25,28 +25,36 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from models import ort_ctc, ort_decoder
+from models import native_step, ort_ctc, ort_decoder
 
 # auto: see `resolve`; int8-rows: int8, each row quantized on its own; ort / ort-int8: the
-# model encoded and decoded by ONNX Runtime, float or int8 (models.ort_decoder)
+# model encoded and decoded by ONNX Runtime, float or int8 (models.ort_decoder); native-int8:
+# ort-int8 with each decoding step one C++ call (models.native_step)
 QUANTIZATIONS = ("auto", "none", "int8", "int8-rows", "ort", "ort-int8", "native-int8")
 CPU_ONLY = ("int8", "int8-rows", "ort", "ort-int8", "native-int8")
-# what auto means on the CPU for a model that ONNX Runtime can run (docs/decoding-speed.md)
+# what auto means on the CPU for a model that ONNX Runtime can run, and for one whose step the
+# native library runs where it can be built (docs/decoding-speed.md)
 AUTO_CPU = "ort-int8"
+AUTO_NATIVE = "native-int8"
 
 
 def resolve(quantize: str, device: torch.device | str, model: nn.Module | None = None) -> str:
-    """`quantize` for `model` on `device`: "auto" becomes ort-int8 on the CPU for a model that
-    ONNX Runtime runs (`ort_supports`), int8 for another, and none elsewhere;
-    both CPU choices were measured within 0.3 BLEU of float on every test set
-    (docs/decoding-speed.md)."""
+    """`quantize` for `model` on `device`: "auto" becomes native-int8 on the CPU for a model
+    whose decoding step the native library runs (`native_step.supports`: a C++ compiler at
+    hand), else ort-int8 for a model that ONNX Runtime runs (`ort_supports`), int8 for
+    another, and none elsewhere; every CPU choice was measured within 0.3 BLEU of float on
+    every test set (docs/decoding-speed.md)."""
     if quantize not in QUANTIZATIONS:
         raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {quantize!r}")
     if quantize != "auto":
         return quantize
     if torch.device(device).type != "cpu":
         return "none"
-    return AUTO_CPU if model is None or ort_supports(model) else "int8"
+    if model is None:
+        return AUTO_CPU
+    if native_step.supports(model)[0]:
+        return AUTO_NATIVE
+    return AUTO_CPU if ort_supports(model) else "int8"
 
 
 def ort_supports(model: nn.Module) -> bool:

@@ -164,7 +164,8 @@ def startup_summary(
             f"model {m.name}: {card.architecture} {pairs}, {card.decoding} decoding{size}"
             f"{memory}{serves} (weights {m.weights_sha256[:12]}"
             f"{'' if m.quantize == 'none' else ', ' + m.quantize}"
-            f"{f' with {m.int8_weights} weights' if m.int8_weights else ''}, {m.path})"
+            f"{f' with {m.int8_weights} weights' if m.int8_weights else ''}"
+            f"{f' and {m.native_isa} kernels' if m.native_isa else ''}, {m.path})"
         )
     for name, reason in engine.registry.failed.items():
         lines.append(f"model {name}: not served ({reason})")

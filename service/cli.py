@@ -461,9 +461,11 @@ def translate(
     ),
     quantize: str = typer.Option(
         "auto",
-        help="ort-int8: ONNX Runtime with int8 weights (CPU; models/ort_decoder.py), ort: the same "
-        "in float, int8: PyTorch int8 decoder (models/quantize.py), int8-rows (no output depends "
-        "on its batch), none (PyTorch float), or auto: ort-int8 on the CPU where the model has it",
+        help="native-int8: ort-int8 with each decoding step one C++ call (CPU, a C++ compiler; "
+        "models/native_step.py), ort-int8: ONNX Runtime with int8 weights (CPU; "
+        "models/ort_decoder.py), ort: the same in float, int8: PyTorch int8 decoder "
+        "(models/quantize.py), int8-rows (no output depends on its batch), none (PyTorch float), "
+        "or auto: native-int8, else ort-int8, on the CPU where the model has it",
     ),
     source_lang: str = typer.Option(
         None, help="the source language, for a model of several pairs (default: its first)"
@@ -681,9 +683,11 @@ def evaluate_cmd(
     ),
     quantize: str = typer.Option(
         "auto",
-        help="ort-int8: ONNX Runtime with int8 weights (CPU; models/ort_decoder.py), ort: the same "
-        "in float, int8: PyTorch int8 decoder (models/quantize.py), int8-rows (no output depends "
-        "on its batch), none (PyTorch float), or auto: ort-int8 on the CPU where the model has it",
+        help="native-int8: ort-int8 with each decoding step one C++ call (CPU, a C++ compiler; "
+        "models/native_step.py), ort-int8: ONNX Runtime with int8 weights (CPU; "
+        "models/ort_decoder.py), ort: the same in float, int8: PyTorch int8 decoder "
+        "(models/quantize.py), int8-rows (no output depends on its batch), none (PyTorch float), "
+        "or auto: native-int8, else ort-int8, on the CPU where the model has it",
     ),
     ctc_beam: int = CTC_BEAM_OPTION,
     teacher: Path = TEACHER_OPTION,
@@ -786,6 +790,9 @@ def evaluate_cmd(
         weights = getattr(translator.model, "int8_weights", None)
         if weights is not None:  # ort-int8: the weight type its graphs were built with
             decoding["int8_weights"] = weights
+        native = getattr(translator.model, "native_isa", None)
+        if native is not None:  # native-int8: the step's kernels on this CPU
+            decoding["native_isa"] = native
         trained = [list(p) for p in translator.card.pairs] if translator.card else None
         scored = [translator.source_lang, translator.target_lang]
         if zero_shot and trained is not None and scored not in trained:

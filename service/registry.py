@@ -33,8 +33,10 @@ class LoadedModel:
     manifest: dict[str, Any]
     path: Path
     bundle: LoadedBundle | None = None  # what dense stores encode queries with
-    quantize: str = "none"  # how it decodes: none, int8, int8-rows, ort, ort-int8 (models.quantize)
+    # how it decodes: none, int8, int8-rows, ort, ort-int8, native-int8 (models.quantize)
+    quantize: str = "none"
     int8_weights: str | None = None  # ort-int8's weight type on this CPU: s8, s7 or u8
+    native_isa: str | None = None  # native-int8: its products' kernels (avx512-vnni, avx2, ...)
 
     @property
     def card(self) -> ModelCard:
@@ -55,7 +57,8 @@ class LoadedModel:
         (a translation cache shared by replicas keys on it; replicas on CPUs that quantize to
         different int8 weight types translate a little differently)."""
         how = "" if self.quantize == "none" else f"+{self.quantize}"
-        return self.weights_sha256 + how + (f"+{self.int8_weights}" if self.int8_weights else "")
+        parts = [p for p in (self.int8_weights, self.native_isa) if p]
+        return self.weights_sha256 + how + "".join(f"+{p}" for p in parts)
 
     @property
     def uses_memory(self) -> bool:
@@ -104,7 +107,10 @@ class ModelRegistry:
         quantize = resolve(self.quantize, self.device, bundle.model)
         translator = Translator.from_loaded(bundle, quantize)
         weights = getattr(translator.model, "int8_weights", None)  # what its graphs were built with
-        loaded = LoadedModel(name, translator, bundle.manifest, path, bundle, quantize, weights)
+        isa = getattr(translator.model, "native_isa", None)
+        loaded = LoadedModel(
+            name, translator, bundle.manifest, path, bundle, quantize, weights, isa
+        )
         self._models[name] = loaded
         for pair in loaded.pairs:
             self._defaults.setdefault(pair, name)

@@ -176,8 +176,9 @@ class ModelInfo(_Schema):
     trained_on: dict[str, Any]
     parameters: int | None
     weights_sha256: str
-    quantize: str  # none (PyTorch float), int8, int8-rows, ort or ort-int8 (models.quantize)
+    quantize: str  # none (PyTorch float), int8, int8-rows, ort, ort-int8 or native-int8
     int8_weights: str | None  # with ort-int8: s8, s7 or u8, as suits this CPU (RAGMT_INT8_WEIGHTS)
+    native_isa: str | None  # with native-int8: the step's int8 kernels (avx512-vnni, avx2, ...)
     uses_memory: bool
 
     @classmethod
@@ -199,6 +200,7 @@ class ModelInfo(_Schema):
             weights_sha256=m.weights_sha256,
             quantize=m.quantize,
             int8_weights=m.int8_weights,
+            native_isa=m.native_isa,
             uses_memory=m.uses_memory,
         )
 

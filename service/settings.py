@@ -163,9 +163,10 @@ class Settings(BaseSettings):
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")  # auto: CUDA if present
     # int8: decoders with int8 weights on the CPU (models.quantize); int8-rows: the same with
     # each row's activations quantized alone (no output depends on its batch, 25-30% slower);
-    # ort / ort-int8: decoding by ONNX Runtime, float or int8 (models.ort_decoder);
-    # none: float; auto: see models.quantize.resolve
-    quantize: str = Field("auto", pattern=r"^(auto|none|int8|int8-rows|ort|ort-int8)$")
+    # ort / ort-int8: decoding by ONNX Runtime, float or int8 (models.ort_decoder); native-int8:
+    # ort-int8 with each decoding step one C++ call, built for this CPU by its C++ compiler
+    # (models.native_step); none: float; auto: see models.quantize.resolve
+    quantize: str = Field("auto", pattern=r"^(auto|none|int8|int8-rows|ort|ort-int8|native-int8)$")
     # ort-int8's weight type. auto: s8 where the CPU sums u8 x s8 products exactly (VNNI,
     # AMX; 2-3x faster products there), s7 (7-bit s8, which AVX2's int16 sums hold) on AVX2
     # without them, else u8. Read by models.ort_decoder.int8_weights from this same variable.

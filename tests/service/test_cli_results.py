@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from index_builder.retrieval.encoder import bundle_sha256
 from index_builder.store import active_version
+from models import native_step
 from models.artifacts import sha256_file
 from models.ort_decoder import int8_weights
 from service.cli import app
@@ -66,7 +67,12 @@ def test_eval_appends_one_record_per_domain_saying_what_produced_it(
         "split_sentences": True,
         "batch_size": 32,
         "neighbours_k": None,
-        "quantize": "ort-int8",  # auto, on the CPU
+        # auto, on the CPU: the native step where it can be built
+        **(
+            {"quantize": "native-int8", "native_isa": native_step.isa()}
+            if native_step.available()[0]
+            else {"quantize": "ort-int8"}
+        ),
         "int8_weights": int8_weights(),  # as suits this CPU
         "block_repeats": 16,
         "keep_literals": True,

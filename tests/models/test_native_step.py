@@ -1,0 +1,232 @@
+"""The native decoding step (models/native_step.py, models/native/step.cpp): its int8 products
+are exactly the integer arithmetic they stand for, its step gives the float model's best tokens
+under beam search's constraints, and "native-int8" still translates the toy task."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models import native_step
+from models.bundle import load_bundle
+from models.decoding import _constrain
+from models.ort_decoder import OrtDecoder, _cpu_flags
+from models.quantize import resolve
+from models.semiparametric import Neighbours, SemiParametricModel
+from models.translator import DecodeOptions, Translator
+from tests.toy import gloss, toy_pairs
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        shutil.which("g++") is None and shutil.which("c++") is None,
+        reason="no C++ compiler on this host: the native step cannot be built here",
+    ),
+]
+
+
+def _reference(layer: native_step.Int8Linear, x: np.ndarray) -> np.ndarray:
+    """What the kernels must compute: each row quantized to uint8 with its own scale and zero
+    point, products summed exactly in int64, then scaled back."""
+    lo = np.minimum(x.min(axis=1), 0.0)
+    hi = np.maximum(x.max(axis=1), 0.0)
+    scale = ((hi - lo) / np.float32(255)).astype(np.float32)
+    scale[scale == 0] = 1.0
+    zero = np.clip(np.rint(-lo / scale), 0, 255)
+    q = np.clip(np.rint(x * (np.float32(1) / scale)[:, None]) + zero[:, None], 0, 255)
+    n, k = layer.struct.n, layer.struct.k
+    w = layer.weights[:n, :k].astype(np.int64)
+    acc = q.astype(np.int64) @ w.T - zero[:, None].astype(np.int64) * w.sum(axis=1)
+    y = (scale[:, None] * layer.scale[None, :n]) * acc.astype(np.float32)
+    return y + (layer.bias if layer.bias is not None else 0.0)
+
+
+def _arches() -> list[str]:
+    """This CPU's build, and the AVX2 and portable kernels where this CPU runs them."""
+    flags = _cpu_flags()
+    arches = ["native", "x86-64"] if "sse2" in flags else ["native"]
+    if {"avx2", "fma", "bmi2"} <= flags:
+        arches.append("x86-64-v3")
+    return arches
+
+
+@pytest.mark.parametrize("arch", _arches())
+@pytest.mark.parametrize("n, k", [(48, 64), (37, 30), (8000, 256), (16, 1024)])
+def test_int8_products_are_the_integer_arithmetic(n: int, k: int, arch: str) -> None:
+    """Each kernel this CPU can run (VNNI, AVX2, the portable loops); every row count the
+    kernels block by (1-4, and more than one block of four), output and input counts that need
+    padding, with and without a bias: the result equals the integer products done exactly, to
+    float rounding; and the weights stay within what the build sums exactly (64 on AVX2
+    without VNNI)."""
+    rng = np.random.default_rng(n + k)
+    limit = native_step.weight_limit(arch)
+    assert limit == (64 if native_step.isa(arch) == "avx2" else 127)
+    weight = rng.normal(size=(n, k)).astype(np.float32)
+    bias = rng.normal(size=n).astype(np.float32)
+    for b in (bias, None):
+        layer = native_step.Int8Linear(weight, b, limit, arch)
+        assert np.abs(layer.weights).max() == limit
+        for rows in (1, 2, 3, 4, 5, 9):
+            x = rng.normal(size=(rows, k)).astype(np.float32) * 3
+            x[0, :3] = [0.0, 7.5, -2.25]
+            got = layer(x)
+            want = _reference(layer, x)
+            assert np.allclose(got, want, rtol=1e-5, atol=1e-4 * np.abs(want).max()), (rows, b)
+    # int8 within 1% of the float product: the quantization is per row and per channel
+    x = rng.normal(size=(4, k)).astype(np.float32)
+    exact = x @ weight.T + bias
+    int8 = native_step.Int8Linear(weight, bias, limit, arch)(x)
+    rel = np.abs(int8 - exact).max() / np.abs(exact).max()
+    assert rel < 0.03
+
+
+def test_a_row_is_quantized_on_its_own() -> None:
+    """A row's output does not depend on the other rows it is computed with."""
+    rng = np.random.default_rng(3)
+    layer = native_step.Int8Linear(rng.normal(size=(64, 32)).astype(np.float32), None, 127)
+    x = rng.normal(size=(7, 32)).astype(np.float32)
+    x[3] *= 100  # one loud row
+    together = layer(x)
+    for r in range(7):
+        assert np.array_equal(together[r], layer(x[r : r + 1])[0])
+    with pytest.raises(ValueError, match="rows of 32 inputs"):
+        layer(x[:, :31])
+
+
+def test_each_step_gives_the_float_models_best_tokens(memory_bundle: Path) -> None:
+    """Step by step, beams sharing their sentence's keys/values, one sentence without a memory:
+    the native step's best tokens are the float model's where the float model's choice is
+    clear, their log-probs within int8's error, under the same constraints (pad and BOS
+    never, the banned tokens never, EOS alone on a forced row); its gates too, and exactly 1
+    for the sentence without a memory."""
+    config = dataclasses.replace(load_bundle(memory_bundle).model.config, memory_mode="cstm")
+    torch.manual_seed(0)
+    model = SemiParametricModel(config).eval()
+    native = OrtDecoder(model, "native-int8")
+    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0], [10, 11, 12, 2]])
+    pairs = [[([5, 6], [7, 8, 9])], [], [([10], [11, 12]), ([13, 14], [15])]]
+    neighbours = Neighbours.from_lists(pairs, pad_id=model.config.pad_id)
+    k, n = 3, 6
+    rows = src.size(0) * k
+    clear = 0
+    with torch.inference_mode():
+        states = [m.encode(src, neighbours) for m in (model, native)]
+        caches = [m.init_cache(s) for m, s in zip((model, native), states, strict=True)]
+        tokens = torch.full((rows,), model.config.bos_id)
+        for step in range(5):
+            forced = np.arange(rows) == step  # one row must end
+            want = model.decode_step(tokens, states[0], caches[0])
+            ban = torch.randint(4, model.config.vocab_size, (rows, 3))
+            want = want.scatter(1, ban, -math.inf)
+            want = _constrain(want, torch.from_numpy(forced), model)
+            got_lp, got_ids = native.decode_candidates(
+                tokens, states[1], caches[1], n, forced, ban.numpy()
+            )
+            want_lp, want_ids = want.topk(n, dim=-1)
+            live = np.isfinite(got_lp)
+            assert np.array_equal(live, np.isfinite(want_lp.numpy()))
+            # each token's log-prob is the float model's, within int8's error
+            at = want.gather(1, torch.from_numpy(np.where(live, got_ids, 0))).numpy()
+            assert np.allclose(got_lp[live], at[live], atol=0.05)
+            assert (np.diff(np.where(live, got_lp, -1e30), axis=1) <= 0).all()  # best first
+            margin = (want_lp[:, 0] - want_lp[:, 1]).numpy()
+            sure = live[:, 1] & (margin > 0.1)
+            assert np.array_equal(got_ids[sure, 0], want_ids.numpy()[sure, 0])
+            clear += int(sure.sum())
+            assert not np.isin(got_ids[live], [model.config.pad_id, model.config.bos_id]).any()
+            assert not (got_ids[:, :, None] == ban.numpy()[:, None, :])[live].any()
+            assert got_ids[step, 0] == model.config.eos_id and not live[step, 1:].any()
+            gates = native.last_gates()[:, -1]
+            assert torch.allclose(gates, model.last_gates()[:, -1], atol=0.02)
+            assert torch.equal(gates[k : 2 * k], torch.ones(k))
+            tokens = torch.randint(4, model.config.vocab_size, tokens.shape)
+    assert clear >= rows * 3  # the comparison of best tokens was not vacuous
+
+
+def test_native_int8_translates_the_toy_task(bundle: Path, memory_bundle: Path) -> None:
+    """On 200 toy sentences native-int8 says what float says nearly always and is right as
+    often, give or take two; the memory model with neighbours too."""
+    texts = [s for s, _ in toy_pairs(200, seed=99)]
+    options = DecodeOptions(beam_size=4)
+    loaded = load_bundle(bundle)
+    fp32 = Translator.from_loaded(loaded, "ort")
+    native = Translator.from_loaded(loaded, "native-int8")
+    assert native.model.native_isa in ("avx512-vnni", "avx2", "portable")
+    want, got = fp32.translate(texts, options), native.translate(texts, options)
+    assert sum(a == b for a, b in zip(got, want, strict=True)) >= 194
+    right = [sum(o == gloss(t) for o, t in zip(out, texts, strict=True)) for out in (want, got)]
+    assert right[1] >= right[0] - 2, right
+    # one at a time and greedy too
+    alone = DecodeOptions(beam_size=1, batch_size=1)
+    assert native.translate(texts[:20], alone) == fp32.translate(texts[:20], alone)
+
+    memory = load_bundle(memory_bundle)
+    pairs = toy_pairs(40, seed=5)
+    neighbours = [[(s, gloss(s))] for s, _ in pairs]
+    sources = [s for s, _ in pairs]
+    fp32 = Translator.from_loaded(memory, "ort")
+    native = Translator.from_loaded(memory, "native-int8")
+    for nb in (neighbours, None):
+        want = fp32.translate(sources, options, neighbours=nb)
+        got = native.translate(sources, options, neighbours=nb)
+        assert sum(a == b for a, b in zip(got, want, strict=True)) >= 38
+
+
+def test_bad_input_is_refused_with_a_reason(bundle: Path) -> None:
+    """The C step checks what would read out of bounds, and says what was wrong."""
+    model = load_bundle(bundle).model
+    step = native_step.NativeStep(model, memory=False)
+    h, dh = step.heads, step.d_head
+    src = np.zeros((1, 5), dtype=np.float32)
+    keys = [np.zeros((1, h, 5, dh), dtype=np.float32)] * step.n_layers
+    sentences = native_step.SentenceTensors(
+        src, native_step.stack_keys(keys), native_step.stack_values(keys)
+    )
+    tokens = np.array([1, 1], dtype=np.int64)
+    ban = np.zeros((2, 1), dtype=np.int64)
+    ok = step.step(tokens, 0, np.arange(2), ban, 3, sentences, None)
+    assert ok[0].shape == (2, 3) and ok[3].shape == (2, step.n_layers, 2, h, 1, dh)
+    with pytest.raises(ValueError, match="position beyond"):
+        step.step(tokens, 10_000, np.arange(2), ban, 3, sentences, None)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        step.step(np.array([1, 10**6]), 0, np.arange(2), ban, 3, sentences, None)
+    with pytest.raises(ValueError, match="order entry outside"):
+        step.step(tokens, 1, np.array([0, 5]), ban, 3, sentences, ok[3])
+    with pytest.raises(ValueError, match="C-contiguous float32"):
+        native_step.SentenceTensors(src.astype(np.float64), sentences.cross_kt, sentences.cross_v)
+
+
+def test_the_library_is_built_once_and_kept(tmp_path: Path, monkeypatch) -> None:
+    """Built into the cache directory under a digest of its source, flags, compiler and CPU,
+    and found there after; a host without a compiler gets a reason, not a crash."""
+    monkeypatch.setenv(native_step.CACHE_ENV, str(tmp_path))
+    compiler = native_step._compiler()
+    assert compiler is not None
+    built = native_step._build(compiler)
+    assert built.parent == tmp_path and built.stat().st_size > 0
+    when = built.stat().st_mtime_ns
+    assert native_step._build(compiler) == built and built.stat().st_mtime_ns == when
+    assert [p.name for p in tmp_path.iterdir()] == [built.name]  # no half-written leftovers
+
+    monkeypatch.setattr(native_step, "_loaded", {})
+    monkeypatch.setattr(native_step, "_compiler", lambda: None)
+    monkeypatch.delenv(native_step.ARCH_ENV, raising=False)
+    runnable, why = native_step.available()
+    assert not runnable and "no C++ compiler" in why
+
+
+def test_auto_prefers_the_native_step_where_it_runs(bundle: Path, monkeypatch) -> None:
+    """auto: native-int8 on the CPU for a model it runs, ort-int8 where it cannot be built."""
+    model = load_bundle(bundle).model
+    assert resolve("auto", "cpu", model) == "native-int8"
+    monkeypatch.delenv(native_step.ARCH_ENV, raising=False)
+    monkeypatch.setattr(native_step, "_loaded", {"native": "no C++ compiler (test)"})
+    assert resolve("auto", "cpu", model) == "ort-int8"
+    with pytest.raises(ValueError, match="no C\\+\\+ compiler"):
+        OrtDecoder(model, "native-int8")
