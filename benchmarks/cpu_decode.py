@@ -1,7 +1,8 @@
-"""CPU decoding side by side in one run: ragmt's float, int8 and ONNX Runtime int8 (the default)
-decoders, the memory model with and without retrieval, and CTranslate2 (float32 and int8)
-converting the baseline's own weights, at beam 4 on one domain's test sentences, with 1 and 2
-torch/CTranslate2 threads:
+"""CPU decoding side by side in one run: ragmt's float, int8, ONNX Runtime int8 and native-int8
+(ONNX Runtime's encoders and a C++ decoding step; the default where it builds) decoders, the
+memory model with and without retrieval, and CTranslate2 (float32 and int8) converting the
+baseline's own weights, at beam 4 on one domain's test sentences, with 1 and 2 torch/CTranslate2
+threads:
 
     python -m benchmarks.cpu_decode --data data/en-de --stores STORES --domain medical \
         [--results FILE]
@@ -30,7 +31,7 @@ import torch
 from benchmarks._common import int8_weights_as, machine, pct, run_fields, write_record
 from index_builder.retrieval.serving import retrieve_with, store_encoder
 from index_builder.store import load_retriever, open_store
-from models import pipeline
+from models import native_step, pipeline
 from models.bundle import load_bundle
 from models.data import read_lines
 from models.ort_decoder import int8_weights
@@ -81,14 +82,25 @@ def systems(args: argparse.Namespace, work: Path) -> dict[str, Translate]:
     memory8 = Translator.from_loaded(memory_bundle, "int8")
     base_ort = Translator.from_bundle(args.baseline, quantize="ort-int8")
     memory_ort = Translator.from_loaded(memory_bundle, "ort-int8")
+    native, why = native_step.available()
+    if not native:
+        print(f"native-int8 rows left out: {why}")
     out: dict[str, Translate] = {
         "ragmt baseline fp32": ragmt_system(base),
         "ragmt baseline int8": ragmt_system(base8),
         "ragmt baseline ort-int8": ragmt_system(base_ort),
+    }
+    if native:
+        base_native = Translator.from_bundle(args.baseline, quantize="native-int8")
+        memory_native = Translator.from_loaded(memory_bundle, "native-int8")
+        out["ragmt baseline native-int8"] = ragmt_system(base_native)
+    out |= {
         "ragmt memory model fp32, no store": ragmt_system(memory),
         "ragmt memory model int8, no store": ragmt_system(memory8),
         "ragmt memory model ort-int8, no store": ragmt_system(memory_ort),
     }
+    if native:
+        out["ragmt memory model native-int8, no store"] = ragmt_system(memory_native)
     if args.stores is not None:
         store = open_store(args.stores / args.domain)
         encoder = store_encoder(store.manifest, memory_bundle) or args.retrieval_model
@@ -102,6 +114,10 @@ def systems(args: argparse.Namespace, work: Path) -> dict[str, Translate]:
         out["ragmt memory model ort-int8 + retrieval"] = ragmt_system(
             memory_ort, retrieve_with(memory_ort, retriever)
         )
+        if native:
+            out["ragmt memory model native-int8 + retrieval"] = ragmt_system(
+                memory_native, retrieve_with(memory_native, retriever)
+            )
         if int8_weights() != "u8":  # this CPU's default: beside it, the u8 fallback's speed
             with int8_weights_as("u8"):
                 memory_u8 = Translator.from_loaded(memory_bundle, "ort-int8")
@@ -200,6 +216,7 @@ def main() -> None:
                     beam=BEAM,
                     domain=args.domain,
                     int8_weights=int8_weights(),
+                    native_isa=native_step.isa() if "native-int8" in name else None,
                     latency_sentences=len(latency),
                     throughput_sentences=len(throughput),
                     **row,

@@ -12,6 +12,9 @@ alternating the two is what makes a 5-10% difference visible.
   in place (`models.decoding.fill_order`, `models.ort_decoder._compact`) against copying every
   kept sentence's keys and values (the code before, restored for the comparison); the
   translations must be the same.
+- `step`: each decoding step as one C++ call (`native-int8`, models/native_step.py) against
+  ONNX Runtime's step graph (`ort-int8`); the encoders are ONNX Runtime's in both. The native
+  step quantizes each row's activations alone, so some translations differ, counted.
 - `groups`: a large batch's neighbours encoded in length groups
   (`models.semiparametric.PACKED_GROUPS`) against one call for them all (the code before);
   each call quantizes its activations with its own scale, so some translations differ.
@@ -144,12 +147,17 @@ def main() -> None:
             t = Translator.from_loaded(bundle, "ort-int8")
             r = retrieve_with(t, retriever)
             pairs[variant] = ("in place", "copying", _runner(t, r), _runner(t, r, _copying))
+        elif variant == "step":
+            made = {m: Translator.from_loaded(bundle, m) for m in ("native-int8", "ort-int8")}
+            a, b = (_runner(t, retrieve_with(t, retriever)) for t in made.values())
+            isa = made["native-int8"].model.native_isa
+            pairs[variant] = (f"native step ({isa})", "ort-int8 step graph", a, b)
         elif variant == "groups":
             t = Translator.from_loaded(bundle, "ort-int8")
             r = retrieve_with(t, retriever)
             pairs[variant] = ("length groups", "one call", _runner(t, r), _runner(t, r, _one_call))
         else:
-            raise SystemExit(f"unknown variant {variant!r}: weights, compaction or groups")
+            raise SystemExit(f"unknown variant {variant!r}: weights, compaction, step or groups")
     print(
         "| variant | a / b | batch 32: a / b time | outputs differing | batch-1 p50 ms a, b | "
         "mean ms a, b |\n|---|---|---:|---:|---:|---:|"

@@ -357,7 +357,7 @@ class NativeStep:
         with a memory the gate averaged over layers `(B, 1)`. `order (B,)`: the row of
         `self_kv (B', L, 2, H, t, Dh)` (None at the first step) each row continues; `ban (B,
         J)`: tokens a row may not emit; `sentences`: the per-sentence tensors (`stack`)."""
-        rows, groups = len(tokens), sentences.src_bias.shape[0]
+        rows = len(tokens)
         L, H, dh = self.n_layers, self.heads, self.d_head
         if self_kv is None:
             self_kv = np.zeros((rows, L, 2, H, 0, dh), dtype=np.float32)
@@ -372,13 +372,17 @@ class NativeStep:
         best_ids = np.empty((rows, n_best), dtype=np.int64)
         eos_lp = np.empty(rows, dtype=np.float32)
         t = sentences
-        io = _StepIO(
-            rows, groups, past_rows, past, t.src_bias.shape[1], t.mem, n_best, ban.shape[1],
-            t.cross_kt.shape[-1], t.ldk_mem, position, _ptr(tokens), _ptr(order), _ptr(ban),
-            _ptr(t.src_bias), t.ptr("mem_bias"), t.ptr("has_memory"), _ptr(self_kv),
-            _ptr(t.cross_kt), _ptr(t.cross_v), t.ptr("mem_kt"), t.ptr("mem_v"), _ptr(new_kv),
-            _ptr(best_lp), _ptr(best_ids), _ptr(eos_lp),
-        )  # fmt: skip
+        io = _StepIO.from_buffer_copy(t.fields)  # the per-sentence fields, set once per sentence
+        io.rows, io.past_rows, io.past, io.n_best, io.n_ban = (
+            rows,
+            past_rows,
+            past,
+            n_best,
+            ban.shape[1],
+        )
+        io.position, io.tokens, io.order, io.ban = position, _ptr(tokens), _ptr(order), _ptr(ban)
+        io.self_kv, io.new_kv, io.best_lp = _ptr(self_kv), _ptr(new_kv), _ptr(best_lp)
+        io.best_ids, io.eos_lp = _ptr(best_ids), _ptr(eos_lp)
         gate = None
         if self.memory:
             if t.mem_kt is None:
@@ -412,40 +416,29 @@ class SentenceTensors:
     mem_v: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        for name in (
-            "src_bias",
-            "cross_kt",
-            "cross_v",
-            "mem_bias",
-            "has_memory",
-            "mem_kt",
-            "mem_v",
-        ):
-            value = getattr(self, name)
-            if value is not None:
-                _c(value)
+        names = ("src_bias", "cross_kt", "cross_v", "mem_bias", "has_memory", "mem_kt", "mem_v")
+        for name in names:
+            if getattr(self, name) is not None:
+                _c(getattr(self, name))
         g, s = self.src_bias.shape
-        if self.cross_kt.shape[0] != g or self.cross_v.shape[:1] + self.cross_v.shape[3:4] != (
-            g,
-            s,
-        ):
+        ldk = -(-s // 16) * 16
+        if self.cross_kt.shape[::4] != (g, ldk) or self.cross_v.shape[::3] != (g, s):
             raise ValueError("native step: the source's keys/values do not fit its bias")
+        self.fields = _StepIO(
+            groups=g, src=s, ldk_src=ldk, src_bias=_ptr(self.src_bias),
+            cross_kt=_ptr(self.cross_kt), cross_v=_ptr(self.cross_v),
+        )  # fmt: skip
         if self.mem_kt is not None:
-            assert self.mem_bias is not None and self.mem_v is not None
-            if self.mem_v.shape[3] != self.mem_bias.shape[1]:
-                raise ValueError("native step: the memory's values do not fit its bias")
-
-    @property
-    def mem(self) -> int:
-        return 0 if self.mem_bias is None else self.mem_bias.shape[1]
-
-    @property
-    def ldk_mem(self) -> int:
-        return 0 if self.mem_kt is None else self.mem_kt.shape[-1]
-
-    def ptr(self, name: str) -> int | None:
-        value = getattr(self, name)
-        return None if value is None else _ptr(value)
+            if self.mem_bias is None or self.mem_v is None or self.has_memory is None:
+                raise ValueError("native step: a memory needs its bias, values and has_memory")
+            m = self.mem_bias.shape[1]
+            fits = self.mem_kt.shape[::4] == (g, -(-m // 16) * 16)
+            if not fits or self.mem_v.shape[::3] != (g, m) or self.has_memory.shape != (g,):
+                raise ValueError("native step: the memory's keys/values do not fit its bias")
+            f = self.fields
+            f.mem, f.ldk_mem = m, self.mem_kt.shape[-1]
+            f.mem_bias, f.has_memory = _ptr(self.mem_bias), _ptr(self.has_memory)
+            f.mem_kt, f.mem_v = _ptr(self.mem_kt), _ptr(self.mem_v)
 
 
 def stack_keys(per_layer: list[np.ndarray]) -> np.ndarray:

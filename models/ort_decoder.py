@@ -689,7 +689,8 @@ class OrtDecoder(nn.Module):
             self._steps = {m: native_step.NativeStep(model, m) for m in self._steps}
             self.native_isa = native_step.isa()
         object.__setattr__(self, "_encoder", encoder)  # not a child: no second copy of weights
-        # the last step's gates, or its row count, per thread: workers may decode at once
+        # per thread (workers may decode at once): the last step's gates, or its row count, and
+        # the native step's per-sentence tensors of the sentences being decoded
         self._gates = threading.local()
 
     @property
@@ -824,21 +825,28 @@ class OrtDecoder(nn.Module):
         """As `_graph_step`, by the native step on the stacked tensors of `first`."""
         from models.native_step import SentenceTensors
 
-        groups = first["src_bias"].size(0)
-        memory_parts = {}
-        if memory:
-            memory_parts = {
-                "mem_bias": first["mem_bias"].numpy().reshape(groups, -1),
-                "has_memory": first["has_memory"].numpy().reshape(-1),
-                "mem_kt": first["memory_kt"].numpy(),
-                "mem_v": first["memory_v"].numpy(),
-            }
-        sentences = SentenceTensors(
-            src_bias=first["src_bias"].numpy().reshape(groups, -1),
-            cross_kt=first["cross_kt"].numpy(),
-            cross_v=first["cross_v"].numpy(),
-            **memory_parts,
-        )
+        # made once per sentence, and again only when finished sentences are dropped (which
+        # makes new per-sentence tensors): a step then sets only its own dozen fields
+        key = (first["cross_kt"], first.get("memory_kt"))
+        bound = getattr(self._gates, "sentences", None)
+        if bound is None or bound[0][0] is not key[0] or bound[0][1] is not key[1]:
+            groups = first["src_bias"].size(0)
+            memory_parts = {}
+            if memory:
+                memory_parts = {
+                    "mem_bias": first["mem_bias"].numpy().reshape(groups, -1),
+                    "has_memory": first["has_memory"].numpy().reshape(-1),
+                    "mem_kt": first["memory_kt"].numpy(),
+                    "mem_v": first["memory_v"].numpy(),
+                }
+            sentences = SentenceTensors(
+                src_bias=first["src_bias"].numpy().reshape(groups, -1),
+                cross_kt=first["cross_kt"].numpy(),
+                cross_v=first["cross_v"].numpy(),
+                **memory_parts,
+            )
+            bound = self._gates.sentences = (key, sentences)
+        sentences = bound[1]
         kv = first.get("self_kv")
         best_lp, best_ids, eos_lp, new_kv, gate = self._steps[memory].step(
             tokens, position, order, ban, n, sentences, None if kv is None else kv.numpy()

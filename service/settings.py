@@ -171,6 +171,11 @@ class Settings(BaseSettings):
     # AMX; 2-3x faster products there), s7 (7-bit s8, which AVX2's int16 sums hold) on AVX2
     # without them, else u8. Read by models.ort_decoder.int8_weights from this same variable.
     int8_weights: str = Field("auto", pattern=r"^(auto|s8|s7|u8)$")
+    # native-int8's build: -march of its C++ library ("native": this CPU; e.g. "x86-64-v3" for
+    # AVX2 without VNNI) and where built libraries are kept (unset: ~/.cache/ragmt/native).
+    # Read by models.native_step from these same variables.
+    native_arch: str = Field("native", pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    native_cache: Path | None = None
     max_texts: int = Field(64, ge=1)
     max_chars: int = Field(2000, ge=1)
     max_body_bytes: int = Field(1_000_000, ge=1)

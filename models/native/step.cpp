@@ -568,19 +568,29 @@ extern "C" int ragmt_step(const Model* model, StepIO* io) {
             eos_banned |= banned[b] == m.eos;
         }
         io->eos_lp[r] = eos_banned ? -INFINITY : lr[m.eos] - lse;
-        // the N largest, best first (ties: the lower token first)
+        // the N largest, best first (ties: the lower token first); a chunk of 16 whose
+        // largest does not beat the N-th best so far is passed over whole
         int filled = 0;
-        for (int j = 0; j < V; ++j) {
-            const float v = lr[j];
-            if (filled == N && !(v > best_v[N - 1])) continue;
-            int at = filled < N ? filled++ : N - 1;
-            while (at > 0 && v > best_v[at - 1]) {
-                best_v[at] = best_v[at - 1];
-                best_i[at] = best_i[at - 1];
-                --at;
+        for (int j0 = 0; j0 < V; j0 += kKeys) {
+            const int end = std::min(V, j0 + kKeys);
+            if (filled == N && end - j0 == kKeys) {
+                float most = -INFINITY;
+#pragma omp simd reduction(max : most)
+                for (int j = j0; j < end; ++j) most = std::max(most, lr[j]);
+                if (!(most > best_v[N - 1])) continue;
             }
-            best_v[at] = v;
-            best_i[at] = j;
+            for (int j = j0; j < end; ++j) {
+                const float v = lr[j];
+                if (filled == N && !(v > best_v[N - 1])) continue;
+                int at = filled < N ? filled++ : N - 1;
+                while (at > 0 && v > best_v[at - 1]) {
+                    best_v[at] = best_v[at - 1];
+                    best_i[at] = best_i[at - 1];
+                    --at;
+                }
+                best_v[at] = v;
+                best_i[at] = j;
+            }
         }
         for (int k = 0; k < N; ++k) {
             io->best_lp[(size_t)r * N + k] = best_v[k] - lse;
