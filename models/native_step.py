@@ -33,8 +33,8 @@ import numpy as np
 from torch import nn
 
 __all__ = [
-    "Int8Linear", "NativeStep", "SentenceTensors", "available", "library", "stack_keys",
-    "stack_values", "supports",
+    "Int8Linear", "NativeStep", "SelfAttentionCache", "SentenceTensors", "available", "library",
+    "stack_keys", "stack_values", "supports",
 ]  # fmt: skip
 
 SOURCE = Path(__file__).parent / "native" / "step.cpp"
@@ -95,8 +95,9 @@ class _StepIO(ctypes.Structure):
         ("n_best", ctypes.c_int), ("n_ban", ctypes.c_int), ("ldk_src", ctypes.c_int),
         ("ldk_mem", ctypes.c_int), ("position", ctypes.c_int64),
         ("tokens", _P), ("order", _P), ("ban", _P), ("src_bias", _P), ("mem_bias", _P),
-        ("has_memory", _P), ("self_kv", _P), ("cross_kt", _P), ("cross_v", _P),
-        ("mem_kt", _P), ("mem_v", _P), ("new_kv", _P), ("best_lp", _P), ("best_ids", _P),
+        ("has_memory", _P), ("slots", ctypes.c_int), ("capacity", ctypes.c_int),
+        ("store", _P), ("history", _P), ("new_history", _P), ("cross_kt", _P),
+        ("cross_v", _P), ("mem_kt", _P), ("mem_v", _P), ("best_lp", _P), ("best_ids", _P),
         ("eos_lp", _P), ("gate", _P),
     ]  # fmt: skip
 
@@ -107,7 +108,9 @@ _ERRORS = {
     3: "n best must be between 1 and the vocabulary",
     4: "a token id outside the vocabulary",
     5: "an order entry outside the past rows",
-    6: "the heads' width must be a multiple of 16",
+    6: "the heads' width must be a multiple of 16, at most 256",
+    7: "more rows or positions than the keys/values store holds",
+    8: "a history entry outside the store's slots",
 }
 
 
@@ -350,39 +353,34 @@ class NativeStep:
         ban: np.ndarray,
         n_best: int,
         sentences: SentenceTensors,
-        self_kv: np.ndarray | None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        past: SelfAttentionCache | None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, SelfAttentionCache, np.ndarray | None]:
         """One step for `tokens (B,)`, as `_StepGraph`: each row's `n_best` log-probs and tokens
-        `(B, n_best)`, EOS log-probs `(B,)`, the keys/values so far `(B, L, 2, H, t+1, Dh)`, and
-        with a memory the gate averaged over layers `(B, 1)`. `order (B,)`: the row of
-        `self_kv (B', L, 2, H, t, Dh)` (None at the first step) each row continues; `ban (B,
-        J)`: tokens a row may not emit; `sentences`: the per-sentence tensors (`stack`)."""
+        `(B, n_best)`, EOS log-probs `(B,)`, the keys/values so far (`past` extended, or a new
+        store at the first step), and with a memory the gate averaged over layers `(B, 1)`.
+        `order (B,)`: the row of the last step each row continues; `ban (B, J)`: tokens a row
+        may not emit; `sentences`: the per-sentence tensors."""
         rows = len(tokens)
-        L, H, dh = self.n_layers, self.heads, self.d_head
-        if self_kv is None:
-            self_kv = np.zeros((rows, L, 2, H, 0, dh), dtype=np.float32)
-        past_rows, past = self_kv.shape[0], self_kv.shape[4]
+        if past is None:
+            past = SelfAttentionCache(self, rows)
+        past.make_room(rows)
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
         order = np.ascontiguousarray(order, dtype=np.int64)
         ban = np.ascontiguousarray(ban, dtype=np.int64)
-        if len(order) != rows or ban.shape[0] != rows or self_kv.shape[1:4] != (L, 2, H):
-            raise ValueError("native step: order, ban and the keys/values do not fit the rows")
-        new_kv = np.empty((rows, L, 2, H, past + 1, dh), dtype=np.float32)
+        if len(order) != rows or ban.shape[0] != rows:
+            raise ValueError("native step: order and ban do not fit the rows")
+        new_history = np.empty((rows, past.capacity), dtype=np.int32)
         best_lp = np.empty((rows, n_best), dtype=np.float32)
         best_ids = np.empty((rows, n_best), dtype=np.int64)
         eos_lp = np.empty(rows, dtype=np.float32)
         t = sentences
         io = _StepIO.from_buffer_copy(t.fields)  # the per-sentence fields, set once per sentence
-        io.rows, io.past_rows, io.past, io.n_best, io.n_ban = (
-            rows,
-            past_rows,
-            past,
-            n_best,
-            ban.shape[1],
-        )
-        io.position, io.tokens, io.order, io.ban = position, _ptr(tokens), _ptr(order), _ptr(ban)
-        io.self_kv, io.new_kv, io.best_lp = _ptr(self_kv), _ptr(new_kv), _ptr(best_lp)
-        io.best_ids, io.eos_lp = _ptr(best_ids), _ptr(eos_lp)
+        io.rows, io.past_rows, io.past = rows, past.history.shape[0], past.length
+        io.n_best, io.n_ban, io.position = n_best, ban.shape[1], position
+        io.tokens, io.order, io.ban = _ptr(tokens), _ptr(order), _ptr(ban)
+        io.slots, io.capacity, io.store = past.store.shape[1], past.capacity, _ptr(past.store)
+        io.history, io.new_history = _ptr(past.history), _ptr(new_history)
+        io.best_lp, io.best_ids, io.eos_lp = _ptr(best_lp), _ptr(best_ids), _ptr(eos_lp)
         gate = None
         if self.memory:
             if t.mem_kt is None:
@@ -392,7 +390,38 @@ class NativeStep:
         status = self.lib.ragmt_step(ctypes.byref(self.model), ctypes.byref(io))
         if status:
             raise ValueError(f"native step refused its input: {_ERRORS.get(status, status)}")
-        return best_lp, best_ids, eos_lp, new_kv, gate
+        past.history, past.length = new_history, past.length + 1
+        return best_lp, best_ids, eos_lp, past, gate
+
+
+class SelfAttentionCache:
+    """The self-attention keys and values of a decoding call, for the native step: a store
+    `(capacity, slots, L, 2, H, Dh)` whose entries never move (position p of the row in slot
+    s at step p), and each row's history `(rows, capacity)`: the slot of its ancestor at each
+    position. Beam search's reordering and dropping finished sentences then reorder histories
+    (ints), not keys and values; the store doubles its positions when full."""
+
+    def __init__(self, step: NativeStep, rows: int, capacity: int = 32) -> None:
+        shape = (capacity, rows, step.n_layers, 2, step.heads, step.d_head)
+        self.store = np.empty(shape, dtype=np.float32)
+        self.history = np.zeros((rows, capacity), dtype=np.int32)
+        self.length = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.store.shape[0]
+
+    def make_room(self, rows: int) -> None:
+        """Room for one more position of `rows` rows (more slots, or twice the positions)."""
+        capacity, slots = self.store.shape[:2]
+        if rows <= slots and self.length < capacity:
+            return
+        more = (2 * capacity if self.length >= capacity else capacity, max(rows, slots))
+        store = np.empty(more + self.store.shape[2:], dtype=np.float32)
+        store[: self.length, :slots] = self.store[: self.length]
+        history = np.zeros((self.history.shape[0], more[0]), dtype=np.int32)
+        history[:, : self.length] = self.history[:, : self.length]
+        self.store, self.history = store, history
 
 
 def _c(a: np.ndarray) -> np.ndarray:

@@ -12,9 +12,10 @@ applied in the graph (`decode_candidates`, which `models.decoding` calls instead
 `decode_step`), so both searches run unchanged on it.
 
 "ort" runs every graph in float32 (equal to PyTorch's up to rounding); "ort-int8" quantizes
-their matrix products with constant weights dynamically (uint8 weights per output channel,
-activations per call). Measured within 0.3 BLEU of float on every test set, with the source
-encoder int8 too (docs/decoding-speed.md).
+their matrix products with constant weights dynamically (int8 weights per output channel of the
+type `int8_weights` picks, activations per call). Measured within 0.3 BLEU of float on every
+test set, with the source encoder int8 too (docs/decoding-speed.md). "native-int8" is
+"ort-int8" with each decoding step one C++ call instead of the step graph (models/native_step.py).
 """
 
 from __future__ import annotations
@@ -581,14 +582,17 @@ def _packed(side: str, name: str, x: Tensor, pad: Tensor) -> dict[str, np.ndarra
     return {name: tokens, f"{side}_index": index, f"{side}_pack": pack, f"{side}_pad": padding}
 
 
-def _graphs(model: nn.Module, mode: str, weights: str | None) -> dict[str, bytes]:
-    """Every graph `OrtDecoder` runs for `model`, by name, int8 with "ort-int8".
+def _graphs(
+    model: nn.Module, mode: str, weights: str | None, steps: bool = True
+) -> dict[str, bytes]:
+    """Every graph `OrtDecoder` runs for `model`, by name, int8 with "ort-int8"; the step
+    graphs only with `steps` (the native step stands in for them).
 
     Kept for the last few models by their weights' digest: exporting and quantizing takes
     seconds, and a process that loads one bundle several times (tests, a reloading service)
     pays it once.
     """
-    key = (type(model).__name__, mode, str(weights), _digest(model))
+    key = (type(model).__name__, mode, str(weights), steps, _digest(model))
     if key in _EXPORTED:
         _EXPORTED.move_to_end(key)
         return _EXPORTED[key]
@@ -597,12 +601,14 @@ def _graphs(model: nn.Module, mode: str, weights: str | None) -> dict[str, bytes
         return graph if weights is None else _quantize(graph, weights)
 
     graphs = {
-        "step": int8(_step_graph(model, False)),
         "cross_kv": int8(_kv_graph(model, "cross_attn")),
         "encoder": int8(_encoder_graph(model)),
     }
+    if steps:
+        graphs["step"] = int8(_step_graph(model, False))
     if getattr(model, "uses_memory", False):
-        graphs["memory_step"] = int8(_step_graph(model, True))
+        if steps:
+            graphs["memory_step"] = int8(_step_graph(model, True))
         graphs["memory_kv"] = int8(_kv_graph(model, "memory_attn"))
         graphs["memory_encoder"] = int8(_memory_encoder_graph(model))
     _EXPORTED[key] = graphs
@@ -611,7 +617,7 @@ def _graphs(model: nn.Module, mode: str, weights: str | None) -> dict[str, bytes
     return graphs
 
 
-_EXPORTED: OrderedDict[tuple[str, str, str, str], dict[str, bytes]] = OrderedDict()
+_EXPORTED: OrderedDict[tuple[str, str, str, bool, str], dict[str, bytes]] = OrderedDict()
 
 
 def _digest(model: nn.Module) -> str:
@@ -645,7 +651,8 @@ def check_runnable(model: nn.Module, mode: str, supported: bool, path: str) -> N
 
 
 class OrtDecoder(nn.Module):
-    """A model that encodes and decodes with ONNX Runtime (`mode` "ort" or "ort-int8").
+    """A model that encodes and decodes with ONNX Runtime (`mode` "ort" or "ort-int8"), or
+    encodes with it and decodes each step natively ("native-int8").
 
     `float_model` is the PyTorch model itself, unchanged: a dense store built with it encodes
     queries with it (float), and decoding then reads those states rather than encoding again.
@@ -664,9 +671,18 @@ class OrtDecoder(nn.Module):
         # the int8 weight type its graphs were built with (None in float): what /info and the
         # records report, read here once rather than again by each of them
         self.int8_weights = int8_weights() if mode != "ort" else None
-        built = _graphs(model, "ort" if mode == "ort" else "ort-int8", self.int8_weights)
+        self.native_isa: str | None = None  # native-int8: the instructions of its products
+        native = mode == "native-int8"
+        if native:  # each step one C++ call (models/native_step.py), checked before any export
+            from models import native_step
+
+            runnable, why = native_step.supports(model)
+            if not runnable:
+                raise ValueError(f"native-int8 cannot decode this model: {why}")
+        built = _graphs(
+            model, "ort" if mode == "ort" else "ort-int8", self.int8_weights, steps=not native
+        )
         graphs = {name: _Graph(data, threads) for name, data in built.items()}
-        self._steps: dict[bool, Any] = {False: graphs["step"]}
         self._cross_kv = graphs["cross_kv"]
         # A shallow copy whose encoder layers (and memory encoder) are graphs: its `encode`
         # is the model's own, embeddings, padding and neighbour handling included.
@@ -674,20 +690,16 @@ class OrtDecoder(nn.Module):
         encoder._modules = dict(model._modules)
         encoder._modules["encoder_layers"] = nn.ModuleList([_OrtEncoderStack(graphs["encoder"])])
         if self.uses_memory:
-            self._steps[True] = graphs["memory_step"]
             self._memory_kv = graphs["memory_kv"]
             uses_sources = model.memory_encoder.uses_sources
             memory = _OrtMemoryEncoder(graphs["memory_encoder"], uses_sources)
             encoder._modules["memory_encoder"] = memory
-        self.native_isa: str | None = None  # native-int8: the instructions of its products
-        if mode == "native-int8":  # the step in one C++ call (models/native_step.py)
-            from models import native_step
-
-            runnable, why = native_step.supports(model)
-            if not runnable:
-                raise ValueError(f"native-int8 cannot decode this model: {why}")
-            self._steps = {m: native_step.NativeStep(model, m) for m in self._steps}
+        kinds = (False, True) if self.uses_memory else (False,)
+        if native:
+            self._steps: dict[bool, Any] = {m: native_step.NativeStep(model, m) for m in kinds}
             self.native_isa = native_step.isa()
+        else:
+            self._steps = {m: graphs["memory_step" if m else "step"] for m in kinds}
         object.__setattr__(self, "_encoder", encoder)  # not a child: no second copy of weights
         # per thread (workers may decode at once): the last step's gates, or its row count, and
         # the native step's per-sentence tensors of the sentences being decoded
@@ -847,11 +859,10 @@ class OrtDecoder(nn.Module):
             )
             bound = self._gates.sentences = (key, sentences)
         sentences = bound[1]
-        kv = first.get("self_kv")
-        best_lp, best_ids, eos_lp, new_kv, gate = self._steps[memory].step(
-            tokens, position, order, ban, n, sentences, None if kv is None else kv.numpy()
+        best_lp, best_ids, eos_lp, past, gate = self._steps[memory].step(
+            tokens, position, order, ban, n, sentences, first.get("self_kv")
         )
-        first["self_kv"] = torch.from_numpy(new_kv)
+        first["self_kv"] = past  # deferred like the graph's keys/values: rows reordered by it
         return best_lp, best_ids, eos_lp, gate
 
     def last_gates(self) -> Tensor:

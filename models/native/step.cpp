@@ -88,12 +88,18 @@ struct StepIO {
     const float* src_bias;    // (groups, src)
     const float* mem_bias;    // (groups, mem)
     const float* has_memory;  // (groups)
-    const float* self_kv;     // (past_rows, layers, 2, heads, past, d_head): keys, values so far
+    // Keys and values so far, never moved: position p of the row in slot s at step p lies at
+    // store[p][s] (capacity slots x positions), and each row's `history` names, position by
+    // position, the slot its ancestor held. A step copies row histories (a few ints) instead of
+    // every row's keys and values, which for wide batches and long outputs was most of a step.
+    int slots, capacity;
+    float* store;             // (capacity, slots, layers, 2, heads, d_head)
+    const int32_t* history;   // (past_rows, capacity): the last step's rows
+    int32_t* new_history;     // (rows, capacity)
     const float* cross_kt;    // (groups, layers, heads, d_head, ldk_src): keys transposed
     const float* cross_v;     // (groups, layers, heads, src, d_head)
     const float* mem_kt;      // (groups, layers, heads, d_head, ldk_mem)
     const float* mem_v;       // (groups, layers, heads, mem, d_head)
-    float* new_kv;            // (rows, layers, 2, heads, past + 1, d_head)
     float* best_lp;           // (rows, n_best)
     int64_t* best_ids;        // (rows, n_best)
     float* eos_lp;            // (rows)
@@ -332,31 +338,6 @@ inline float exp_neg(float x) {
     return p * scale;
 }
 
-// out (d_head) = softmax(q . keys / sqrt(d_head) + bias) . values over `len` keys.
-void attend(const float* q, const float* keys, const float* values, const float* bias, int len,
-            int d_head, float scale, float* weights, float* out) {
-    float top = -INFINITY;
-    for (int j = 0; j < len; ++j) {
-        float s = dot(q, keys + (size_t)j * d_head, d_head) * scale;
-        if (bias) s += bias[j];
-        weights[j] = s;
-        top = std::max(top, s);
-    }
-    float total = 0.f;
-#pragma omp simd reduction(+ : total)
-    for (int j = 0; j < len; ++j) {
-        weights[j] = exp_neg(weights[j] - top);
-        total += weights[j];
-    }
-    const float inv = 1.f / total;
-    for (int i = 0; i < d_head; ++i) out[i] = 0.f;
-    for (int j = 0; j < len; ++j) {
-        const float p = weights[j] * inv;
-        const float* v = values + (size_t)j * d_head;
-        for (int i = 0; i < d_head; ++i) out[i] += p * v[i];
-    }
-}
-
 // Softmax of `len` scores in place, to weights that sum to 1.
 void softmax(float* s, int len) {
     float top = -INFINITY;
@@ -373,6 +354,7 @@ void softmax(float* s, int len) {
 }
 
 constexpr int kKeys = 16;  // keys per vector of scores; the transposed keys are padded to it
+constexpr int kMaxChunks = 16;  // heads up to 256 wide: a self-attention row's sum in registers
 
 // 16 floats as one value (GCC/Clang vector extension): one AVX-512 register, or two AVX2 ones.
 typedef float f16 __attribute__((vector_size(64)));
@@ -453,11 +435,24 @@ extern "C" int ragmt_step(const Model* model, StepIO* io) {
     if (rows <= 0 || io->groups <= 0 || rows % io->groups) return 1;
     if (io->position < 0 || io->position >= m.max_positions) return 2;
     if (io->n_best < 1 || io->n_best > m.vocab) return 3;
-    if (m.d_head % kKeys) return 6;
+    if (m.d_head % kKeys || m.d_head > kKeys * kMaxChunks) return 6;
     for (int r = 0; r < rows; ++r) {
         if (io->tokens[r] < 0 || io->tokens[r] >= m.vocab) return 4;
         if (io->past > 0 && (io->order[r] < 0 || io->order[r] >= io->past_rows)) return 5;
     }
+    if (rows > io->slots || io->past >= io->capacity) return 7;
+    for (int r = 0; r < rows; ++r) {  // each row's history: its ancestor's, then its own slot
+        int32_t* to = io->new_history + (size_t)r * io->capacity;
+        if (io->past > 0) {
+            const int32_t* from = io->history + (size_t)io->order[r] * io->capacity;
+            for (int p = 0; p < io->past; ++p) {
+                if (from[p] < 0 || from[p] >= io->slots) return 8;
+                to[p] = from[p];
+            }
+        }
+        to[io->past] = r;
+    }
+    const size_t kv_row = (size_t)m.n_layers * 2 * m.heads * m.d_head;  // one slot, position
     const int t = io->past + 1;
     Scratch s;
     std::vector<float> x((size_t)rows * d), h((size_t)rows * d), y((size_t)rows * d);
@@ -476,30 +471,41 @@ extern "C" int ragmt_step(const Model* model, StepIO* io) {
         // self-attention, the keys/values so far reordered by `order` and extended
         layer_norm(L.self_norm, x.data(), rows, d, h.data());
         qlinear(L.qkv, h.data(), rows, d, qkv.data(), 3 * d, s);
-        // row r's keys then values of this layer, `t` positions each (and the past's, `past`)
-        const size_t block = (size_t)H * t * dh, past_block = (size_t)H * io->past * dh;
+        // this position's keys and values into each row's own slot, then attention over the
+        // row's history
         for (int r = 0; r < rows; ++r) {
-            float* kv = io->new_kv + ((size_t)r * m.n_layers + l) * 2 * block;
-            const float* old = io->self_kv + ((size_t)io->order[r] * m.n_layers + l) * 2 * past_block;
-            const float* row = qkv.data() + (size_t)r * 3 * d;
-            for (int part = 0; part < 2; ++part)  // keys, values
-                for (int hd = 0; hd < H; ++hd) {
-                    float* dst = kv + part * block + (size_t)hd * t * dh;
-                    if (io->past > 0)
-                        std::memcpy(dst, old + part * past_block + (size_t)hd * io->past * dh,
-                                    sizeof(float) * io->past * dh);
-                    std::memcpy(dst + (size_t)io->past * dh, row + (part + 1) * d + hd * dh,
-                                sizeof(float) * dh);
-                }
+            float* at = io->store + ((size_t)io->past * io->slots + r) * kv_row + (size_t)l * 2 * d;
+            std::memcpy(at, qkv.data() + (size_t)r * 3 * d + d, sizeof(float) * 2 * d);
         }
         w.resize(t);
-        for (int r = 0; r < rows; ++r)
+        for (int r = 0; r < rows; ++r) {
+            const int32_t* hist = io->new_history + (size_t)r * io->capacity;
             for (int hd = 0; hd < H; ++hd) {
-                const float* kv = io->new_kv + ((size_t)r * m.n_layers + l) * 2 * block;
-                const size_t at = (size_t)hd * t * dh;
-                attend(qkv.data() + (size_t)r * 3 * d + hd * dh, kv + at, kv + block + at, nullptr,
-                       t, dh, scale, w.data(), ctx.data() + (size_t)r * d + hd * dh);
+                const float* q = qkv.data() + (size_t)r * 3 * d + hd * dh;
+                float top = -INFINITY;
+                for (int p = 0; p < t; ++p) {
+                    const float* k = io->store + ((size_t)p * io->slots + hist[p]) * kv_row +
+                                     (size_t)l * 2 * d + hd * dh;
+                    w[p] = dot(q, k, dh) * scale;
+                    top = std::max(top, w[p]);
+                }
+                float total = 0.f;
+                for (int p = 0; p < t; ++p) {
+                    w[p] = exp_neg(w[p] - top);
+                    total += w[p];
+                }
+                const float inv = 1.f / total;
+                f16 o[kMaxChunks] = {};
+                const int chunks = dh / kKeys;
+                for (int p = 0; p < t; ++p) {
+                    const float* v = io->store + ((size_t)p * io->slots + hist[p]) * kv_row +
+                                     (size_t)l * 2 * d + d + hd * dh;
+                    const float pw = w[p] * inv;
+                    for (int c = 0; c < chunks; ++c) o[c] += pw * load16(v + c * kKeys);
+                }
+                std::memcpy(ctx.data() + (size_t)r * d + hd * dh, o, sizeof(float) * dh);
             }
+        }
         qlinear(L.self_out, ctx.data(), rows, d, y.data(), d, s);
         for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
 

@@ -146,6 +146,9 @@ def test_each_step_gives_the_float_models_best_tokens(memory_bundle: Path) -> No
             assert torch.allclose(gates, model.last_gates()[:, -1], atol=0.02)
             assert torch.equal(gates[k : 2 * k], torch.ones(k))
             tokens = torch.randint(4, model.config.vocab_size, tokens.shape)
+            # beam search's reordering: each sentence's beams continue one another
+            beams = torch.stack([torch.randint(0, k, (k,)) + k * g for g in range(len(src))])
+            caches = [c.reorder_beams(beams.flatten()) for c in caches]
     assert clear >= rows * 3  # the comparison of best tokens was not vacuous
 
 
@@ -178,6 +181,31 @@ def test_native_int8_translates_the_toy_task(bundle: Path, memory_bundle: Path) 
         assert sum(a == b for a, b in zip(got, want, strict=True)) >= 38
 
 
+def test_the_keys_store_grows_without_changing_a_step(bundle: Path) -> None:
+    """A store that starts small and doubles (positions) or widens (rows) gives each step what
+    a store large enough from the start gives, bit for bit, with rows reordered each step."""
+    model = load_bundle(bundle).model
+    step = native_step.NativeStep(model, memory=False)
+    rng = np.random.default_rng(0)
+    keys = [rng.normal(size=(2, step.heads, 5, step.d_head)).astype(np.float32)] * step.n_layers
+    sentences = native_step.SentenceTensors(
+        np.zeros((2, 5), dtype=np.float32),
+        native_step.stack_keys(keys),
+        native_step.stack_values(keys),
+    )
+    ban = np.zeros((4, 1), dtype=np.int64)
+    stores = [native_step.SelfAttentionCache(step, 2, capacity=1), None]
+    order = np.arange(4)
+    for position in range(12):
+        tokens = rng.integers(4, model.config.vocab_size, 4)
+        outs = [step.step(tokens, position, order, ban, 5, sentences, s) for s in stores]
+        stores = [o[3] for o in outs]
+        for a, b in zip(outs[0][:3], outs[1][:3], strict=True):
+            assert np.array_equal(a, b)
+        order = rng.integers(0, 2, 4) + np.array([0, 0, 2, 2])
+    assert stores[0].capacity == 16 and stores[0].store.shape[1] == 4
+
+
 def test_bad_input_is_refused_with_a_reason(bundle: Path) -> None:
     """The C step checks what would read out of bounds, and says what was wrong."""
     model = load_bundle(bundle).model
@@ -191,7 +219,7 @@ def test_bad_input_is_refused_with_a_reason(bundle: Path) -> None:
     tokens = np.array([1, 1], dtype=np.int64)
     ban = np.zeros((2, 1), dtype=np.int64)
     ok = step.step(tokens, 0, np.arange(2), ban, 3, sentences, None)
-    assert ok[0].shape == (2, 3) and ok[3].shape == (2, step.n_layers, 2, h, 1, dh)
+    assert ok[0].shape == (2, 3) and ok[3].length == 1 and ok[3].history.shape[0] == 2
     with pytest.raises(ValueError, match="position beyond"):
         step.step(tokens, 10_000, np.arange(2), ban, 3, sentences, None)
     with pytest.raises(ValueError, match="outside the vocabulary"):
