@@ -40,7 +40,7 @@ __all__ = [
 SOURCE = Path(__file__).parent / "native" / "step.cpp"
 FLAGS = (
     "-O3", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-std=c++17", "-shared",
-    "-fPIC",
+    "-fPIC", "-pthread",
 )  # fmt: skip
 # Where built libraries are kept (RAGMT_NATIVE_CACHE, else the user's cache directory).
 CACHE_ENV = "RAGMT_NATIVE_CACHE"
@@ -93,7 +93,7 @@ class _StepIO(ctypes.Structure):
         ("rows", ctypes.c_int), ("groups", ctypes.c_int), ("past_rows", ctypes.c_int),
         ("past", ctypes.c_int), ("src", ctypes.c_int), ("mem", ctypes.c_int),
         ("n_best", ctypes.c_int), ("n_ban", ctypes.c_int), ("ldk_src", ctypes.c_int),
-        ("ldk_mem", ctypes.c_int), ("position", ctypes.c_int64),
+        ("ldk_mem", ctypes.c_int), ("threads", ctypes.c_int), ("position", ctypes.c_int64),
         ("tokens", _P), ("order", _P), ("ban", _P), ("src_bias", _P), ("mem_bias", _P),
         ("has_memory", _P), ("slots", ctypes.c_int), ("capacity", ctypes.c_int),
         ("store", _P), ("history", _P), ("new_history", _P), ("cross_kt", _P),
@@ -354,12 +354,14 @@ class NativeStep:
         n_best: int,
         sentences: SentenceTensors,
         past: SelfAttentionCache | None,
+        threads: int = 1,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, SelfAttentionCache, np.ndarray | None]:
         """One step for `tokens (B,)`, as `_StepGraph`: each row's `n_best` log-probs and tokens
         `(B, n_best)`, EOS log-probs `(B,)`, the keys/values so far (`past` extended, or a new
         store at the first step), and with a memory the gate averaged over layers `(B, 1)`.
         `order (B,)`: the row of the last step each row continues; `ban (B, J)`: tokens a row
-        may not emit; `sentences`: the per-sentence tensors."""
+        may not emit; `sentences`: the per-sentence tensors; `threads`: at most this many,
+        each running the step for its share of the sentences."""
         rows = len(tokens)
         if past is None:
             past = SelfAttentionCache(self, rows)
@@ -376,7 +378,7 @@ class NativeStep:
         t = sentences
         io = _StepIO.from_buffer_copy(t.fields)  # the per-sentence fields, set once per sentence
         io.rows, io.past_rows, io.past = rows, past.history.shape[0], past.length
-        io.n_best, io.n_ban, io.position = n_best, ban.shape[1], position
+        io.n_best, io.n_ban, io.position, io.threads = n_best, ban.shape[1], position, threads
         io.tokens, io.order, io.ban = _ptr(tokens), _ptr(order), _ptr(ban)
         io.slots, io.capacity, io.store = past.store.shape[1], past.capacity, _ptr(past.store)
         io.history, io.new_history = _ptr(past.history), _ptr(new_history)

@@ -667,6 +667,7 @@ class OrtDecoder(nn.Module):
         self.config = model.config
         self.uses_memory = bool(getattr(model, "uses_memory", False))
         self.native = mode == "native-int8"
+        self.threads = threads  # None: this thread's budget, else torch's (as `_Graph`)
 
         # the int8 weight type its graphs were built with (None in float): what /info and the
         # records report, read here once rather than again by each of them
@@ -859,8 +860,10 @@ class OrtDecoder(nn.Module):
             )
             bound = self._gates.sentences = (key, sentences)
         sentences = bound[1]
+        budget = self.threads or getattr(_local, "budget", None) or torch.get_num_threads()
+        threads = budget if len(tokens) >= PARALLEL_POSITIONS else 1  # as `_Graph.run`
         best_lp, best_ids, eos_lp, past, gate = self._steps[memory].step(
-            tokens, position, order, ban, n, sentences, first.get("self_kv")
+            tokens, position, order, ban, n, sentences, first.get("self_kv"), threads
         )
         first["self_kv"] = past  # deferred like the graph's keys/values: rows reordered by it
         return best_lp, best_ids, eos_lp, gate

@@ -18,6 +18,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <thread>
 #include <vector>
 
 #if defined(__AVX2__)
@@ -81,6 +83,7 @@ struct Model {
 struct StepIO {
     int rows, groups, past_rows, past, src, mem, n_best, n_ban;
     int ldk_src, ldk_mem;  // the transposed keys' padded lengths (multiples of 16)
+    int threads;           // at most this many threads, each a share of the sentences
     int64_t position;
     const int64_t* tokens;    // (rows)
     const int64_t* order;     // (rows): the past row each row continues
@@ -88,10 +91,10 @@ struct StepIO {
     const float* src_bias;    // (groups, src)
     const float* mem_bias;    // (groups, mem)
     const float* has_memory;  // (groups)
-    // Keys and values so far, never moved: position p of the row in slot s at step p lies at
-    // store[p][s] (capacity slots x positions), and each row's `history` names, position by
-    // position, the slot its ancestor held. A step copies row histories (a few ints) instead of
-    // every row's keys and values, which for wide batches and long outputs was most of a step.
+    // Keys and values so far, never moved: those of position p made by the row in slot s lie
+    // at store[p][s], and each row's `history` names, position by position, the slot its
+    // ancestor held. A step copies row histories (a few ints) instead of every row's keys and
+    // values (what the step graph's Concat does at every step).
     int slots, capacity;
     float* store;             // (capacity, slots, layers, 2, heads, d_head)
     const int32_t* history;   // (past_rows, capacity): the last step's rows
@@ -427,31 +430,31 @@ void grouped_attention(const Model& m, int layer, const float* q, int ldq, const
         }
 }
 
-}  // namespace
-
-extern "C" int ragmt_step(const Model* model, StepIO* io) {
-    const Model& m = *model;
-    const int rows = io->rows, d = m.d, dh = m.d_head, H = m.heads;
-    if (rows <= 0 || io->groups <= 0 || rows % io->groups) return 1;
-    if (io->position < 0 || io->position >= m.max_positions) return 2;
-    if (io->n_best < 1 || io->n_best > m.vocab) return 3;
-    if (m.d_head % kKeys || m.d_head > kKeys * kMaxChunks) return 6;
-    for (int r = 0; r < rows; ++r) {
-        if (io->tokens[r] < 0 || io->tokens[r] >= m.vocab) return 4;
-        if (io->past > 0 && (io->order[r] < 0 || io->order[r] >= io->past_rows)) return 5;
+// The step for sentences g0..g1 of `all` (their rows r0.. = g0 * beams..), histories made.
+void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
+    const int per = all.rows / all.groups, r0 = g0 * per;
+    StepIO part = all;  // the same step, its per-row and per-sentence arrays offset to g0
+    StepIO* io = &part;
+    const size_t src_head = (size_t)m.n_layers * m.heads * m.d_head;
+    part.rows = (g1 - g0) * per;
+    part.groups = g1 - g0;
+    part.tokens += r0;
+    part.ban += (size_t)r0 * all.n_ban;
+    part.src_bias += (size_t)g0 * all.src;
+    part.cross_kt += (size_t)g0 * src_head * all.ldk_src;
+    part.cross_v += (size_t)g0 * src_head * all.src;
+    if (m.memory) {
+        part.mem_bias += (size_t)g0 * all.mem;
+        part.has_memory += g0;
+        part.mem_kt += (size_t)g0 * src_head * all.ldk_mem;
+        part.mem_v += (size_t)g0 * src_head * all.mem;
+        part.gate += r0;
     }
-    if (rows > io->slots || io->past >= io->capacity) return 7;
-    for (int r = 0; r < rows; ++r) {  // each row's history: its ancestor's, then its own slot
-        int32_t* to = io->new_history + (size_t)r * io->capacity;
-        if (io->past > 0) {
-            const int32_t* from = io->history + (size_t)io->order[r] * io->capacity;
-            for (int p = 0; p < io->past; ++p) {
-                if (from[p] < 0 || from[p] >= io->slots) return 8;
-                to[p] = from[p];
-            }
-        }
-        to[io->past] = r;
-    }
+    part.new_history += (size_t)r0 * all.capacity;
+    part.best_lp += (size_t)r0 * all.n_best;
+    part.best_ids += (size_t)r0 * all.n_best;
+    part.eos_lp += r0;
+    const int rows = part.rows, d = m.d, dh = m.d_head, H = m.heads;
     const size_t kv_row = (size_t)m.n_layers * 2 * m.heads * m.d_head;  // one slot, position
     const int t = io->past + 1;
     Scratch s;
@@ -474,7 +477,8 @@ extern "C" int ragmt_step(const Model* model, StepIO* io) {
         // this position's keys and values into each row's own slot, then attention over the
         // row's history
         for (int r = 0; r < rows; ++r) {
-            float* at = io->store + ((size_t)io->past * io->slots + r) * kv_row + (size_t)l * 2 * d;
+            float* at =
+                io->store + ((size_t)io->past * io->slots + r0 + r) * kv_row + (size_t)l * 2 * d;
             std::memcpy(at, qkv.data() + (size_t)r * 3 * d + d, sizeof(float) * 2 * d);
         }
         w.resize(t);
@@ -603,6 +607,46 @@ extern "C" int ragmt_step(const Model* model, StepIO* io) {
             io->best_ids[(size_t)r * N + k] = best_i[k];
         }
     }
+}
+
+}  // namespace
+
+extern "C" int ragmt_step(const Model* model, StepIO* io) {
+    const Model& m = *model;
+    const int rows = io->rows;
+    if (rows <= 0 || io->groups <= 0 || rows % io->groups) return 1;
+    if (io->position < 0 || io->position >= m.max_positions) return 2;
+    if (io->n_best < 1 || io->n_best > m.vocab) return 3;
+    if (m.d_head % kKeys || m.d_head > kKeys * kMaxChunks) return 6;
+    for (int r = 0; r < rows; ++r) {
+        if (io->tokens[r] < 0 || io->tokens[r] >= m.vocab) return 4;
+        if (io->past > 0 && (io->order[r] < 0 || io->order[r] >= io->past_rows)) return 5;
+    }
+    if (rows > io->slots || io->past >= io->capacity) return 7;
+    for (int r = 0; r < rows; ++r) {  // each row's history: its ancestor's, then its own slot
+        int32_t* to = io->new_history + (size_t)r * io->capacity;
+        if (io->past > 0) {
+            const int32_t* from = io->history + (size_t)io->order[r] * io->capacity;
+            for (int p = 0; p < io->past; ++p) {
+                if (from[p] < 0 || from[p] >= io->slots) return 8;
+                to[p] = from[p];
+            }
+        }
+        to[io->past] = r;
+    }
+    // Rows are independent (each quantized alone), so a wide step splits its sentences
+    // between threads, each running the whole step for its own.
+    const int parts = std::max(1, std::min(io->threads, io->groups));
+    if (parts == 1) {
+        step_rows(m, *io, 0, io->groups);
+        return 0;
+    }
+    std::vector<std::thread> workers;
+    for (int k = 1; k < parts; ++k)
+        workers.emplace_back(step_rows, std::cref(m), std::cref(*io), io->groups * k / parts,
+                             io->groups * (k + 1) / parts);
+    step_rows(m, *io, 0, io->groups / parts);
+    for (std::thread& w : workers) w.join();
     return 0;
 }
 

@@ -183,7 +183,8 @@ def test_native_int8_translates_the_toy_task(bundle: Path, memory_bundle: Path) 
 
 def test_the_keys_store_grows_without_changing_a_step(bundle: Path) -> None:
     """A store that starts small and doubles (positions) or widens (rows) gives each step what
-    a store large enough from the start gives, bit for bit, with rows reordered each step."""
+    a store large enough from the start gives, bit for bit, with rows reordered each step; and
+    so does a step split between two threads (each row's arithmetic is its own)."""
     model = load_bundle(bundle).model
     step = native_step.NativeStep(model, memory=False)
     rng = np.random.default_rng(0)
@@ -194,14 +195,18 @@ def test_the_keys_store_grows_without_changing_a_step(bundle: Path) -> None:
         native_step.stack_values(keys),
     )
     ban = np.zeros((4, 1), dtype=np.int64)
-    stores = [native_step.SelfAttentionCache(step, 2, capacity=1), None]
+    stores = [native_step.SelfAttentionCache(step, 2, capacity=1), None, None]
     order = np.arange(4)
     for position in range(12):
         tokens = rng.integers(4, model.config.vocab_size, 4)
-        outs = [step.step(tokens, position, order, ban, 5, sentences, s) for s in stores]
+        outs = [
+            step.step(tokens, position, order, ban, 5, sentences, s, threads)
+            for s, threads in zip(stores, (1, 1, 2), strict=True)
+        ]
         stores = [o[3] for o in outs]
-        for a, b in zip(outs[0][:3], outs[1][:3], strict=True):
-            assert np.array_equal(a, b)
+        for other in outs[1:]:
+            for a, b in zip(outs[0][:3], other[:3], strict=True):
+                assert np.array_equal(a, b)
         order = rng.integers(0, 2, 4) + np.array([0, 0, 2, 2])
     assert stores[0].capacity == 16 and stores[0].store.shape[1] == 4
 
