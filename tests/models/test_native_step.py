@@ -4,8 +4,6 @@ under beam search's constraints, and "native-int8" still translates the toy task
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import shutil
 from pathlib import Path
 
@@ -15,11 +13,10 @@ import torch
 
 from models import native_step
 from models.bundle import load_bundle
-from models.decoding import _constrain
 from models.ort_decoder import OrtDecoder, _cpu_flags
 from models.quantize import resolve
-from models.semiparametric import Neighbours, SemiParametricModel
 from models.translator import DecodeOptions, Translator
+from tests.models.step_case import BEAMS, both_steps, step_case
 from tests.toy import gloss, toy_pairs
 
 pytestmark = [
@@ -105,14 +102,8 @@ def test_each_step_gives_the_float_models_best_tokens(memory_bundle: Path) -> No
     clear, their log-probs within int8's error, under the same constraints (pad and BOS
     never, the banned tokens never, EOS alone on a forced row); its gates too, and exactly 1
     for the sentence without a memory."""
-    config = dataclasses.replace(load_bundle(memory_bundle).model.config, memory_mode="cstm")
-    torch.manual_seed(0)
-    model = SemiParametricModel(config).eval()
-    native = OrtDecoder(model, "native-int8")
-    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0], [10, 11, 12, 2]])
-    pairs = [[([5, 6], [7, 8, 9])], [], [([10], [11, 12]), ([13, 14], [15])]]
-    neighbours = Neighbours.from_lists(pairs, pad_id=model.config.pad_id)
-    k, n = 3, 6
+    model, native, src, neighbours = step_case(memory_bundle, "cstm", "native-int8")
+    k, n = BEAMS, 6
     rows = src.size(0) * k
     clear = 0
     with torch.inference_mode():
@@ -120,14 +111,7 @@ def test_each_step_gives_the_float_models_best_tokens(memory_bundle: Path) -> No
         caches = [m.init_cache(s) for m, s in zip((model, native), states, strict=True)]
         tokens = torch.full((rows,), model.config.bos_id)
         for step in range(5):
-            forced = np.arange(rows) == step  # one row must end
-            want = model.decode_step(tokens, states[0], caches[0])
-            ban = torch.randint(4, model.config.vocab_size, (rows, 3))
-            want = want.scatter(1, ban, -math.inf)
-            want = _constrain(want, torch.from_numpy(forced), model)
-            got_lp, got_ids = native.decode_candidates(
-                tokens, states[1], caches[1], n, forced, ban.numpy()
-            )
+            want, got_lp, got_ids, ban = both_steps(model, native, states, caches, tokens, step, n)
             want_lp, want_ids = want.topk(n, dim=-1)
             live = np.isfinite(got_lp)
             assert np.array_equal(live, np.isfinite(want_lp.numpy()))

@@ -4,7 +4,6 @@ step by step and sentence by sentence; "ort-int8" still translates a trained toy
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ from onnx import TensorProto, numpy_helper
 from torch import nn
 
 from models.bundle import load_bundle
-from models.decoding import _constrain, beam_search
+from models.decoding import beam_search
 from models.ort_decoder import (
     PARALLEL_POSITIONS,
     OrtDecoder,
@@ -28,6 +27,7 @@ from models.ort_decoder import (
 from models.quantize import resolve
 from models.semiparametric import MEMORY_MODES, Neighbours, SemiParametricModel
 from models.translator import DecodeOptions, Translator
+from tests.models.step_case import BEAMS, both_steps, step_case
 from tests.toy import gloss, toy_pairs
 
 pytestmark = pytest.mark.integration
@@ -55,14 +55,8 @@ def test_each_step_gives_pytorchs_best_tokens(memory_bundle: Path, mode: str) ->
     memory, each memory variant: the graph's best tokens and their log-probs are those of the
     float model's log-probs constrained as `models.decoding` does (pad and BOS never, the
     banned tokens never, EOS alone on a forced row), up to rounding; its gates too."""
-    config = dataclasses.replace(load_bundle(memory_bundle).model.config, memory_mode=mode)
-    torch.manual_seed(0)
-    model = SemiParametricModel(config).eval()
-    ort = OrtDecoder(model, "ort")
-    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0], [10, 11, 12, 2]])
-    pairs = [[([5, 6], [7, 8, 9])], [], [([10], [11, 12]), ([13, 14], [15])]]
-    neighbours = Neighbours.from_lists(pairs, pad_id=model.config.pad_id)
-    k, n = 3, 6
+    model, ort, src, neighbours = step_case(memory_bundle, mode, "ort")
+    k, n = BEAMS, 6
     rows = src.size(0) * k
     with torch.inference_mode():
         states = [m.encode(src, neighbours) for m in (model, ort)]
@@ -73,16 +67,9 @@ def test_each_step_gives_pytorchs_best_tokens(memory_bundle: Path, mode: str) ->
         caches = [m.init_cache(s) for m, s in zip((model, ort), states, strict=True)]
         tokens = torch.full((rows,), model.config.bos_id)
         for step in range(4):
-            forced = np.arange(rows) == step  # one row must end
-            want = model.decode_step(tokens, states[0], caches[0])
             # the float model's log-probs constrained here; the graph is told the same
-            ban = torch.randint(4, model.config.vocab_size, (rows, 3))
-            want = want.scatter(1, ban, -math.inf)
-            want = _constrain(want, torch.from_numpy(forced), model)
+            want, got_lp, got_ids, _ = both_steps(model, ort, states, caches, tokens, step, n)
             want_lp, want_ids = want.topk(n, dim=-1)
-            got_lp, got_ids = ort.decode_candidates(
-                tokens, states[1], caches[1], n, forced, ban.numpy()
-            )
             live = np.isfinite(got_lp)
             assert np.array_equal(live, np.isfinite(want_lp.numpy()))
             assert np.array_equal(got_ids[live], want_ids.numpy()[live])
