@@ -123,7 +123,7 @@ def test_train_one_to_many_and_serve_each_pair(tmp_path: Path) -> None:
         {"d_model": 64, "n_heads": 4, "enc_layers": 2, "dec_layers": 1, "d_ff": 256},
         {"max_tokens": 1200, "lr": 0.01, "warmup": 50, "max_steps": 800, "eval_every": 400,
          "save_every": 400, "keep_checkpoints": 2, "dev_sentences": 20, "phase2_after": 300,
-         "disparity_weight": 0.02, "topk_weight": 0.1},
+         "disparity_weight": 0.02, "topk_weight": 0.1, "score_lr_scale": 30},
     )  # fmt: skip
     assert "phase 2" in output and "disparity" in output
     loaded = load_bundle(bundle)
