@@ -673,7 +673,7 @@ class OrtDecoder(nn.Module):
         # records report, read here once rather than again by each of them
         self.int8_weights = int8_weights() if mode != "ort" else None
         self.native_isa: str | None = None  # native-int8: the instructions of its products
-        native = mode == "native-int8"
+        native = self.native
         if native:  # each step one C++ call (models/native_step.py), checked before any export
             from models import native_step
 
