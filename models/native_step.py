@@ -3,7 +3,8 @@
 At batch 1 ONNX Runtime's step graph is some 200 operators of a few microseconds each for four
 rows, where the arithmetic is a tenth of that (docs/decoding-speed.md). The native step does
 the same computation as `models.ort_decoder._StepGraph` with int8 matrix products that read
-their weights once for up to four rows and with every small operator fused into loops. It is
+their weights once for four rows (and for a wide batch once for all its rows) and with every
+small operator fused into loops. It is
 compiled for the CPU it runs on (`-march=native`) the first time it is needed, by the C++
 compiler found on the host, and kept in a cache directory by a digest of its source, flags,
 compiler and CPU; where no compiler is at hand, `available` says why and decoding stays on
@@ -259,22 +260,22 @@ class Int8Linear:
 
 def supports(model: nn.Module) -> tuple[bool, str]:
     """Whether the native step can run `model` (and if not why): an architecture that
-    `models.ort_decoder` exports a step for, with heads a multiple of 16 wide, sinusoidal or
-    learned positions, a compiled library."""
+    `models.ort_decoder` exports a step for, heads a multiple of 16 wide (up to 256), and a
+    library built here."""
     from models.ort_decoder import supports as has_step
 
     if not has_step(model):
         return False, f"no decoding step for {type(model).__name__}"
     d_head = model.decoder_layers[0].self_attn.d_head
-    if d_head % 16:
-        return False, f"heads {d_head} wide; the native step needs a multiple of 16"
+    if d_head % 16 or d_head > 256:
+        return False, f"heads {d_head} wide; the native step needs a multiple of 16 up to 256"
     return available()
 
 
 class NativeStep:
-    """`_StepGraph`'s computation for `model`'s weights, run as one C++ call: `run(feed)` takes
-    the step graph's feed and returns its outputs, in its order, as numpy arrays. `memory`:
-    the memory model's step (source and memory mixed by the gate)."""
+    """`_StepGraph`'s computation for `model`'s weights, run as one C++ call (`step`), for the
+    library built for `arch` (`ARCH_ENV`). `memory`: the memory model's step (source and
+    memory mixed by the gate)."""
 
     def __init__(self, model: nn.Module, memory: bool, arch: str | None = None) -> None:
         self.arch = _arch(arch)
