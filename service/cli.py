@@ -416,6 +416,13 @@ MASK_FIRST_OPTION = typer.Option(
     help="with literals kept: decode a sentence holding them once, masked, instead of also as "
     "it is (a model trained on the masks, `ragmt data mask-literals`)",
 )
+QUANTIZE_HELP = (
+    "native-int8: ort-int8 with each decoding step one C++ call (CPU, a C++ compiler; "
+    "models/native_step.py), ort-int8: ONNX Runtime with int8 weights (CPU; "
+    "models/ort_decoder.py), ort: the same in float, int8: PyTorch int8 decoder "
+    "(models/quantize.py), int8-rows (no output depends on its batch), none (PyTorch float), "
+    "or auto: native-int8, else ort-int8, on the CPU where the model has it"
+)
 CTC_BEAM_OPTION = typer.Option(
     1,
     min=1,
@@ -461,11 +468,7 @@ def translate(
     ),
     quantize: str = typer.Option(
         "auto",
-        help="native-int8: ort-int8 with each decoding step one C++ call (CPU, a C++ compiler; "
-        "models/native_step.py), ort-int8: ONNX Runtime with int8 weights (CPU; "
-        "models/ort_decoder.py), ort: the same in float, int8: PyTorch int8 decoder "
-        "(models/quantize.py), int8-rows (no output depends on its batch), none (PyTorch float), "
-        "or auto: native-int8, else ort-int8, on the CPU where the model has it",
+        help=QUANTIZE_HELP,
     ),
     source_lang: str = typer.Option(
         None, help="the source language, for a model of several pairs (default: its first)"
@@ -683,11 +686,7 @@ def evaluate_cmd(
     ),
     quantize: str = typer.Option(
         "auto",
-        help="native-int8: ort-int8 with each decoding step one C++ call (CPU, a C++ compiler; "
-        "models/native_step.py), ort-int8: ONNX Runtime with int8 weights (CPU; "
-        "models/ort_decoder.py), ort: the same in float, int8: PyTorch int8 decoder "
-        "(models/quantize.py), int8-rows (no output depends on its batch), none (PyTorch float), "
-        "or auto: native-int8, else ort-int8, on the CPU where the model has it",
+        help=QUANTIZE_HELP,
     ),
     ctc_beam: int = CTC_BEAM_OPTION,
     teacher: Path = TEACHER_OPTION,
