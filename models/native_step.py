@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from models import ort_decoder
+
 __all__ = [
     "Int8Linear", "NativeStep", "SelfAttentionCache", "SentenceTensors", "available", "library",
     "stack_keys", "stack_values", "supports",
@@ -119,14 +121,6 @@ def _compiler() -> str | None:
     return os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
 
 
-def _cpu_line() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((ln for ln in f if ln.startswith("flags")), "")
-    except OSError:
-        return ""
-
-
 def _cache_dir() -> Path:
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
@@ -146,7 +140,7 @@ def _build(compiler: str, arch: str | None = None) -> Path:
         [compiler, "--version"], capture_output=True, text=True, check=True
     ).stdout
     h = hashlib.sha256(SOURCE.read_bytes())
-    for part in (*flags, version, _cpu_line()):
+    for part in (*flags, version, " ".join(sorted(ort_decoder._cpu_flags()))):
         h.update(part.encode())
     out = _cache_dir() / f"step-{h.hexdigest()[:16]}.so"
     if out.exists():
@@ -262,9 +256,7 @@ def supports(model: nn.Module) -> tuple[bool, str]:
     """Whether the native step can run `model` (and if not why): an architecture that
     `models.ort_decoder` exports a step for, heads a multiple of 16 wide (up to 256), and a
     library built here."""
-    from models.ort_decoder import supports as has_step
-
-    if not has_step(model):
+    if not ort_decoder.supports(model):
         return False, f"no decoding step for {type(model).__name__}"
     d_head = model.decoder_layers[0].self_attn.d_head
     if d_head % 16 or d_head > 256:
@@ -286,10 +278,8 @@ class NativeStep:
         layers = model.decoder_layers
         first = layers[0].self_attn
         self.n_layers, self.heads, self.d_head = len(layers), first.n_heads, first.d_head
-        from models.ort_decoder import _position_table
-
         c = model.config
-        positions = self._hold(_f32(_position_table(model.positions)))
+        positions = self._hold(_f32(ort_decoder._position_table(model.positions)))
         built = (_Layer * len(layers))(*[self._layer(layer) for layer in layers])
         self._layers = built
         self.model = _Model(
