@@ -101,7 +101,7 @@ class _StepIO(ctypes.Structure):
         ("has_memory", _P), ("slots", ctypes.c_int), ("capacity", ctypes.c_int),
         ("store", _P), ("history", _P), ("new_history", _P), ("cross_kt", _P),
         ("cross_v", _P), ("mem_kt", _P), ("mem_v", _P), ("best_lp", _P), ("best_ids", _P),
-        ("eos_lp", _P), ("gate", _P),
+        ("eos_lp", _P), ("gate", _P), ("src_len", _P), ("mem_len", _P),
     ]  # fmt: skip
 
 
@@ -114,6 +114,7 @@ _ERRORS = {
     6: "the heads' width must be a multiple of 16, at most 256",
     7: "more rows or positions than the keys/values store holds",
     8: "a history entry outside the store's slots",
+    9: "a sentence's key count outside its keys",
 }
 
 
@@ -427,7 +428,9 @@ def _c(a: np.ndarray) -> np.ndarray:
 class SentenceTensors:
     """The per-sentence tensors a native step reads, every layer's stacked (sentences first):
     source bias `(G, S)`, keys transposed and padded `(G, L, H, Dh, S')` and values `(G, L, H,
-    S, Dh)`, and with a memory the same for it, plus which sentences have one `(G,)`."""
+    S, Dh)`, and with a memory the same for it, plus which sentences have one `(G,)`. Each
+    sentence's keys must come first, its padding after them (0 and a mask below 0 in the
+    bias): the step reads a sentence's own keys only."""
 
     src_bias: np.ndarray
     cross_kt: np.ndarray
@@ -446,9 +449,10 @@ class SentenceTensors:
         ldk = -(-s // 16) * 16
         if self.cross_kt.shape[::4] != (g, ldk) or self.cross_v.shape[::3] != (g, s):
             raise ValueError("native step: the source's keys/values do not fit its bias")
+        self.src_len = _key_counts(self.src_bias, "source")
         self.fields = _StepIO(
             groups=g, src=s, ldk_src=ldk, src_bias=_ptr(self.src_bias),
-            cross_kt=_ptr(self.cross_kt), cross_v=_ptr(self.cross_v),
+            cross_kt=_ptr(self.cross_kt), cross_v=_ptr(self.cross_v), src_len=_ptr(self.src_len),
         )  # fmt: skip
         if self.mem_kt is not None:
             if self.mem_bias is None or self.mem_v is None or self.has_memory is None:
@@ -457,10 +461,21 @@ class SentenceTensors:
             fits = self.mem_kt.shape[::4] == (g, -(-m // 16) * 16)
             if not fits or self.mem_v.shape[::3] != (g, m) or self.has_memory.shape != (g,):
                 raise ValueError("native step: the memory's keys/values do not fit its bias")
+            self.mem_len = _key_counts(self.mem_bias, "memory")
             f = self.fields
-            f.mem, f.ldk_mem = m, self.mem_kt.shape[-1]
+            f.mem, f.ldk_mem, f.mem_len = m, self.mem_kt.shape[-1], _ptr(self.mem_len)
             f.mem_bias, f.has_memory = _ptr(self.mem_bias), _ptr(self.has_memory)
             f.mem_kt, f.mem_v = _ptr(self.mem_kt), _ptr(self.mem_v)
+
+
+def _key_counts(bias: np.ndarray, what: str) -> np.ndarray:
+    """Each sentence's keys `(G,)` int32 from its bias `(G, S)`: 0 on its keys, which come
+    first, and a mask (below 0) on the padding after them."""
+    keys = bias == 0
+    counts = keys.sum(axis=1, dtype=np.int32)
+    if not np.array_equal(keys, np.arange(bias.shape[1]) < counts[:, None]) or np.any(bias > 0):
+        raise ValueError(f"native step: the {what} bias is not keys first, then padding")
+    return counts
 
 
 def stack_keys(per_layer: list[np.ndarray]) -> np.ndarray:

@@ -107,6 +107,10 @@ struct StepIO {
     int64_t* best_ids;        // (rows, n_best)
     float* eos_lp;            // (rows)
     float* gate;              // (rows), memory model only
+    // Each sentence's own keys, the first of its `src` (`mem`): the rest pad it to the
+    // batch's longest, and attention passes them over rather than masking them.
+    const int32_t* src_len;   // (groups)
+    const int32_t* mem_len;   // (groups), memory model only
 };
 
 int ragmt_isa() {
@@ -169,11 +173,10 @@ inline int32_t load4(const uint8_t* p) {
 #if defined(RAGMT_VNNI)
 // R rows by C blocks of 16 channels, int32 sums into `out` (rows, ldo).
 template <int R, int C>
-void kernel(const uint8_t* a, int lda, const int8_t* w, int kq, int nb, int32_t* out, int ldo) {
+void kernel(const uint8_t* a, int lda, const int8_t* wb, int kq, int32_t* out, int ldo) {
     __m512i acc[R][C];
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_si512();
-    const int8_t* wb = w + (size_t)nb * kq * 64;
     for (int q = 0; q < kq; ++q) {
         __m512i b[C];
         for (int c = 0; c < C; ++c) b[c] = _mm512_loadu_si512(wb + ((size_t)c * kq + q) * 64);
@@ -184,17 +187,19 @@ void kernel(const uint8_t* a, int lda, const int8_t* w, int kq, int nb, int32_t*
     }
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c)
-            _mm512_storeu_si512(out + (size_t)r * ldo + (nb + c) * kBlock, acc[r][c]);
+            _mm512_storeu_si512(out + (size_t)r * ldo + c * kBlock, acc[r][c]);
 }
-constexpr int kCols = 2;  // blocks of 16 channels a kernel call keeps in registers
+// Rows a kernel call takes at most, and blocks of 16 channels it keeps in registers for more
+// than four rows and for up to four (a sentence's beams): sixteen sums in registers either
+// way, the fastest shapes measured.
+constexpr int kRows = 8, kColsWide = 2, kColsNarrow = 4;
 #elif defined(__AVX2__)
 template <int R, int C>
-void kernel(const uint8_t* a, int lda, const int8_t* w, int kq, int nb, int32_t* out, int ldo) {
+void kernel(const uint8_t* a, int lda, const int8_t* wb, int kq, int32_t* out, int ldo) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i lo[R][C], hi[R][C];
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) lo[r][c] = hi[r][c] = _mm256_setzero_si256();
-    const int8_t* wb = w + (size_t)nb * kq * 64;
     for (int q = 0; q < kq; ++q) {
         __m256i bl[C], bh[C];
         for (int c = 0; c < C; ++c) {
@@ -214,19 +219,19 @@ void kernel(const uint8_t* a, int lda, const int8_t* w, int kq, int nb, int32_t*
     }
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) {
-            int32_t* o = out + (size_t)r * ldo + (nb + c) * kBlock;
+            int32_t* o = out + (size_t)r * ldo + c * kBlock;
             _mm256_storeu_si256((__m256i*)o, lo[r][c]);
             _mm256_storeu_si256((__m256i*)(o + 8), hi[r][c]);
         }
 }
-constexpr int kCols = 1;
+constexpr int kRows = 4, kColsWide = 1, kColsNarrow = 1;  // 8 sums in 16 registers
 #else
 template <int R, int C>
-void kernel(const uint8_t* a, int lda, const int8_t* w, int kq, int nb, int32_t* out, int ldo) {
+void kernel(const uint8_t* a, int lda, const int8_t* w, int kq, int32_t* out, int ldo) {
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) {
-            const int8_t* wb = w + (size_t)(nb + c) * kq * 64;
-            int32_t* o = out + (size_t)r * ldo + (nb + c) * kBlock;
+            const int8_t* wb = w + (size_t)c * kq * 64;
+            int32_t* o = out + (size_t)r * ldo + c * kBlock;
             for (int j = 0; j < kBlock; ++j) o[j] = 0;
             for (int q = 0; q < kq; ++q)
                 for (int j = 0; j < kBlock; ++j)
@@ -234,65 +239,129 @@ void kernel(const uint8_t* a, int lda, const int8_t* w, int kq, int nb, int32_t*
                         o[j] += (int32_t)a[(size_t)r * lda + 4 * q + i] * wb[q * 64 + j * 4 + i];
         }
 }
-constexpr int kCols = 1;
+constexpr int kRows = 4, kColsWide = 1, kColsNarrow = 1;
 #endif
 
-// Rows r0.. (R of them) by channel blocks nb0 .. nb0 + count.
+// R rows by the channel blocks nb0 .. nb0 + count, their sums into `out` (R, ldo) from
+// column 0.
 template <int R>
 void row_kernels(const uint8_t* a, int lda, const int8_t* w, int kq, int nb0, int count,
                  int32_t* out, int ldo) {
-    int nb = nb0;
-    for (; nb + kCols <= nb0 + count; nb += kCols) kernel<R, kCols>(a, lda, w, kq, nb, out, ldo);
-    for (; nb < nb0 + count; ++nb) kernel<R, 1>(a, lda, w, kq, nb, out, ldo);
+    constexpr int C = R > 4 ? kColsWide : kColsNarrow;
+    int c = 0;
+    for (; c + C <= count; c += C)
+        kernel<R, C>(a, lda, w + (size_t)(nb0 + c) * kq * 64, kq, out + c * kBlock, ldo);
+    for (; c < count; ++c)
+        kernel<R, 1>(a, lda, w + (size_t)(nb0 + c) * kq * 64, kq, out + c * kBlock, ldo);
+}
+
+// A buffer that only grows, `n` elements long at least. Each thread keeps its buffers from
+// call to call: fresh megabytes (a wide step's logits) are mapped and faulted in page by page,
+// which took longer than the products themselves.
+template <typename T>
+T* room(std::vector<T>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
 }
 
 struct Scratch {
     std::vector<uint8_t> a;
     std::vector<float> scale;
-    std::vector<int32_t> zero, acc;
+    std::vector<int32_t> zero;
 };
 
-// Output channels a pass over every row takes: their weights (8 KB for 256 inputs) stay in the
-// first-level cache while each block of four rows reads them, so a wide batch reads the weights
-// from memory once, not once per four rows.
-constexpr int kPanel = 2 * kBlock;
+// Output channels a pass over every row takes: their weights (32 KB for 256 inputs) stay in
+// the near caches while each block of rows reads them, so a wide batch reads the weights from
+// memory once, not once per block of rows.
+constexpr int kPanel = 8 * kBlock;
 
-// y (rows, ldy) = x (rows, ldx) W^T + b, through int8.
+// The kernels for `rr` <= R rows.
+template <int R>
+void some_rows(int rr, const uint8_t* a, int lda, const int8_t* w, int kq, int nb0, int count,
+               int32_t* out, int ldo) {
+    if constexpr (R > 1) {
+        if (rr < R) return some_rows<R - 1>(rr, a, lda, w, kq, nb0, count, out, ldo);
+    }
+    row_kernels<R>(a, lda, w, kq, nb0, count, out, ldo);
+}
+
+// y (rows, ldy) = x (rows, ldx) W^T + b, through int8. Each block of rows' sums for a panel are
+// turned into floats at once, from a tile that stays in registers and the first-level cache.
 void qlinear(const QLinear& L, const float* x, int rows, int ldx, float* y, int ldy,
              Scratch& s) {
-    s.a.resize((size_t)rows * L.kp);
-    s.scale.resize(rows);
-    s.zero.resize(rows);
-    s.acc.resize((size_t)rows * L.np);
-    quantize_rows(x, rows, L.k, ldx, L.kp, s.a.data(), s.scale.data(), s.zero.data());
+    uint8_t* qa = room(s.a, (size_t)rows * L.kp);
+    float* sa = room(s.scale, rows);
+    int32_t* za = room(s.zero, rows);
+    quantize_rows(x, rows, L.k, ldx, L.kp, qa, sa, za);
     const int kq = L.kp / 4, nblocks = L.np / kBlock, panel = kPanel / kBlock;
-    int32_t* acc = s.acc.data();
+    alignas(64) int32_t tile[kRows * kPanel];
     for (int nb = 0; nb < nblocks; nb += panel) {
         const int count = std::min(panel, nblocks - nb);
-        for (int r0 = 0; r0 < rows; r0 += 4) {
-            const uint8_t* a = s.a.data() + (size_t)r0 * L.kp;
-            int32_t* out = acc + (size_t)r0 * L.np;
-            switch (std::min(4, rows - r0)) {
-                case 4: row_kernels<4>(a, L.kp, L.w, kq, nb, count, out, L.np); break;
-                case 3: row_kernels<3>(a, L.kp, L.w, kq, nb, count, out, L.np); break;
-                case 2: row_kernels<2>(a, L.kp, L.w, kq, nb, count, out, L.np); break;
-                default: row_kernels<1>(a, L.kp, L.w, kq, nb, count, out, L.np); break;
+        const int j0 = nb * kBlock, j1 = std::min(L.n, j0 + count * kBlock);
+        for (int r0 = 0; r0 < rows; r0 += kRows) {
+            const uint8_t* a = qa + (size_t)r0 * L.kp;
+            const int rr = std::min(kRows, rows - r0);
+            some_rows<kRows>(rr, a, L.kp, L.w, kq, nb, count, tile, kPanel);
+            for (int r = 0; r < rr; ++r) {
+                const float sr = sa[r0 + r];
+                const int32_t zr = za[r0 + r];
+                const int32_t* t = tile + r * kPanel - j0;
+                float* yr = y + (size_t)(r0 + r) * ldy;
+                if (L.bias) {
+                    for (int j = j0; j < j1; ++j)
+                        yr[j] = sr * L.scale[j] * (float)(t[j] - zr * L.wsum[j]) + L.bias[j];
+                } else {
+                    for (int j = j0; j < j1; ++j)
+                        yr[j] = sr * L.scale[j] * (float)(t[j] - zr * L.wsum[j]);
+                }
             }
-        }
-    }
-    for (int r = 0; r < rows; ++r) {
-        const float sa = s.scale[r];
-        const int32_t za = s.zero[r];
-        const int32_t* ar = acc + (size_t)r * L.np;
-        float* yr = y + (size_t)r * ldy;
-        for (int j = 0; j < L.n; ++j) {
-            float v = sa * L.scale[j] * (float)(ar[j] - za * L.wsum[j]);
-            yr[j] = L.bias ? v + L.bias[j] : v;
         }
     }
 }
 
 // --------------------------------------------------------------------------- float parts
+
+// 16 floats as one value (GCC/Clang vector extension): one AVX-512 register, or two AVX2 ones.
+typedef float f16 __attribute__((vector_size(64)));
+
+inline f16 load16(const float* p) {
+    f16 v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+// The largest of x[0..n). Written with vectors: GCC leaves an `omp simd` max reduction
+// (std::max's NaN rule) as a scalar loop, which made finding the vocabulary's largest logit
+// take longer than its log-softmax.
+inline float max_of(const float* x, int n) {
+    f16 most = {};
+    most -= INFINITY;
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const f16 v = load16(x + j);
+        most = v > most ? v : most;
+    }
+    float top = -INFINITY;
+    for (int i = 0; i < 16; ++i) top = std::max(top, most[i]);
+    for (; j < n; ++j) top = std::max(top, x[j]);
+    return top;
+}
+
+// Whether any of the 16 floats at x exceeds `bound`.
+inline bool any_above(const float* x, float bound) {
+#if defined(__AVX512F__)
+    return _mm512_cmp_ps_mask(_mm512_loadu_ps(x), _mm512_set1_ps(bound), _CMP_GT_OQ) != 0;
+#elif defined(__AVX2__)
+    const __m256 b = _mm256_set1_ps(bound);
+    const __m256 gt = _mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), b, _CMP_GT_OQ),
+                                   _mm256_cmp_ps(_mm256_loadu_ps(x + 8), b, _CMP_GT_OQ));
+    return _mm256_movemask_ps(gt) != 0;
+#else
+    bool any = false;
+    for (int j = 0; j < 16; ++j) any |= x[j] > bound;
+    return any;
+#endif
+}
 
 void layer_norm(const Norm& n, const float* x, int rows, int d, float* y) {
     for (int r = 0; r < rows; ++r) {
@@ -343,9 +412,7 @@ inline float exp_neg(float x) {
 
 // Softmax of `len` scores in place, to weights that sum to 1.
 void softmax(float* s, int len) {
-    float top = -INFINITY;
-#pragma omp simd reduction(max : top)
-    for (int j = 0; j < len; ++j) top = std::max(top, s[j]);
+    const float top = max_of(s, len);
     float total = 0.f;
 #pragma omp simd reduction(+ : total)
     for (int j = 0; j < len; ++j) {
@@ -359,24 +426,15 @@ void softmax(float* s, int len) {
 constexpr int kKeys = 16;  // keys per vector of scores; the transposed keys are padded to it
 constexpr int kMaxChunks = 16;  // heads up to 256 wide: a self-attention row's sum in registers
 
-// 16 floats as one value (GCC/Clang vector extension): one AVX-512 register, or two AVX2 ones.
-typedef float f16 __attribute__((vector_size(64)));
-
-inline f16 load16(const float* p) {
-    f16 v;
-    std::memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-// NB rows' attention (NB beams of one sentence, one head): queries `q` (row r at q + r * ldq),
-// keys transposed `kt` (Dh, ldk), values `vs` (len, Dh), scores in `sr` (NB, ldk); Dh a
-// multiple of 16. Each key and value is loaded once for all NB rows, and the NB sums in flight
+// NB rows' attention (NB beams of one sentence, one head) to its first `len` keys (len >= 1):
+// queries `q` (row r at q + r * ldq), keys transposed `kt` (Dh, ldk), values `vs` (len, Dh),
+// scores in `sr` (NB, ldk); Dh a multiple of 16. Each key and value is loaded once for all NB rows, and the NB sums in flight
 // hide the adds' latency.
 template <int NB>
 void attend_rows(const float* q, int ldq, const float* kt, int ldk, const float* vs,
                  const float* bias, int len, int dh, float scale, float* sr, float* out,
                  int ldo) {
-    for (int j0 = 0; j0 < ldk; j0 += kKeys) {
+    for (int j0 = 0; j0 < len; j0 += kKeys) {  // scores past `len` are made, never read
         f16 acc[NB] = {};
         for (int i = 0; i < dh; ++i) {
             const f16 row = load16(kt + (size_t)i * ldk + j0);
@@ -403,10 +461,13 @@ void attend_rows(const float* q, int ldq, const float* kt, int ldk, const float*
 // transposed (and padded with zero keys to `ldk`, a multiple of 16) once per sentence, so that
 // scores for 16 keys are plain vector products with no horizontal sums (which, with the adds'
 // latency, were most of a step); `values` (groups, H, len, Dh). A sentence's beams, four at a
-// time, read each key and value once.
+// time, read each key and value once, and only its own `lens[g]` keys: in a batch the others
+// pad it to the longest sentence (a memory's lengths differ tenfold). A sentence without keys
+// gets zeros.
 void grouped_attention(const Model& m, int layer, const float* q, int ldq, const float* keys_t,
-                       int ldk, const float* values, const float* bias, int len, int rows,
-                       int groups, std::vector<float>& w, float* out) {
+                       int ldk, const float* values, const float* bias, int len,
+                       const int32_t* lens, int rows, int groups, std::vector<float>& w,
+                       float* out) {
     const int per = rows / groups, dh = m.d_head, H = m.heads, L = m.n_layers;
     const float scale = 1.f / std::sqrt((float)dh);
     w.resize((size_t)4 * ldk);
@@ -416,19 +477,31 @@ void grouped_attention(const Model& m, int layer, const float* q, int ldq, const
             const float* kt = keys_t + head * dh * ldk;
             const float* vs = values + head * len * dh;
             const float* b = bias ? bias + (size_t)g * len : nullptr;
+            const int n = lens[g];
             for (int r0 = 0; r0 < per; r0 += 4) {
                 const float* qr = q + (size_t)(g * per + r0) * ldq + h * dh;
                 float* o = out + (size_t)(g * per + r0) * m.d + h * dh;
                 float* ws = w.data();
-                switch (std::min(4, per - r0)) {
-                    case 4: attend_rows<4>(qr, ldq, kt, ldk, vs, b, len, dh, scale, ws, o, m.d); break;
-                    case 3: attend_rows<3>(qr, ldq, kt, ldk, vs, b, len, dh, scale, ws, o, m.d); break;
-                    case 2: attend_rows<2>(qr, ldq, kt, ldk, vs, b, len, dh, scale, ws, o, m.d); break;
-                    default: attend_rows<1>(qr, ldq, kt, ldk, vs, b, len, dh, scale, ws, o, m.d);
+                const int nb = std::min(4, per - r0);
+                if (n == 0) {
+                    for (int r = 0; r < nb; ++r) std::fill_n(o + (size_t)r * m.d, dh, 0.f);
+                    continue;
+                }
+                switch (nb) {
+                    case 4: attend_rows<4>(qr, ldq, kt, ldk, vs, b, n, dh, scale, ws, o, m.d); break;
+                    case 3: attend_rows<3>(qr, ldq, kt, ldk, vs, b, n, dh, scale, ws, o, m.d); break;
+                    case 2: attend_rows<2>(qr, ldq, kt, ldk, vs, b, n, dh, scale, ws, o, m.d); break;
+                    default: attend_rows<1>(qr, ldq, kt, ldk, vs, b, n, dh, scale, ws, o, m.d);
                 }
             }
         }
 }
+
+// A thread's buffers for its steps, kept from step to step (see `room`).
+struct Workspace {
+    Scratch scratch;
+    std::vector<float> x, h, y, qkv, ctx, cq, cs, cm, gates, ffn, logits, w;
+};
 
 // The step for sentences g0..g1 of `all` (their rows r0.. = g0 * beams..), histories made.
 void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
@@ -441,11 +514,13 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
     part.tokens += r0;
     part.ban += (size_t)r0 * all.n_ban;
     part.src_bias += (size_t)g0 * all.src;
+    part.src_len += g0;
     part.cross_kt += (size_t)g0 * src_head * all.ldk_src;
     part.cross_v += (size_t)g0 * src_head * all.src;
     if (m.memory) {
         part.mem_bias += (size_t)g0 * all.mem;
         part.has_memory += g0;
+        part.mem_len += g0;
         part.mem_kt += (size_t)g0 * src_head * all.ldk_mem;
         part.mem_v += (size_t)g0 * src_head * all.mem;
         part.gate += r0;
@@ -457,11 +532,20 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
     const int rows = part.rows, d = m.d, dh = m.d_head, H = m.heads;
     const size_t kv_row = (size_t)m.n_layers * 2 * m.heads * m.d_head;  // one slot, position
     const int t = io->past + 1;
-    Scratch s;
-    std::vector<float> x((size_t)rows * d), h((size_t)rows * d), y((size_t)rows * d);
-    std::vector<float> qkv((size_t)rows * 3 * d), ctx((size_t)rows * d), w;
-    std::vector<float> ffn, cq((size_t)rows * 2 * d), cs((size_t)rows * d), cm((size_t)rows * d);
-    std::vector<float> gates((size_t)rows, 0.f);
+    static thread_local Workspace ws;
+    Scratch& s = ws.scratch;
+    std::vector<float>& w = ws.w;
+    const size_t rd = (size_t)rows * d;
+    float* x = room(ws.x, rd);
+    float* h = room(ws.h, rd);
+    float* y = room(ws.y, rd);
+    float* qkv = room(ws.qkv, 3 * rd);
+    float* ctx = room(ws.ctx, rd);
+    float* cq = room(ws.cq, 2 * rd);
+    float* cs = room(ws.cs, rd);
+    float* cm = room(ws.cm, rd);
+    float* gates = room(ws.gates, rows);
+    std::fill(gates, gates + rows, 0.f);
 
     for (int r = 0; r < rows; ++r) {
         const float* e = m.embed + (size_t)io->tokens[r] * d;
@@ -472,20 +556,20 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
     for (int l = 0; l < m.n_layers; ++l) {
         const Layer& L = m.layers[l];
         // self-attention, the keys/values so far reordered by `order` and extended
-        layer_norm(L.self_norm, x.data(), rows, d, h.data());
-        qlinear(L.qkv, h.data(), rows, d, qkv.data(), 3 * d, s);
+        layer_norm(L.self_norm, x, rows, d, h);
+        qlinear(L.qkv, h, rows, d, qkv, 3 * d, s);
         // this position's keys and values into each row's own slot, then attention over the
         // row's history
         for (int r = 0; r < rows; ++r) {
             float* at =
                 io->store + ((size_t)io->past * io->slots + r0 + r) * kv_row + (size_t)l * 2 * d;
-            std::memcpy(at, qkv.data() + (size_t)r * 3 * d + d, sizeof(float) * 2 * d);
+            std::memcpy(at, qkv + (size_t)r * 3 * d + d, sizeof(float) * 2 * d);
         }
         w.resize(t);
         for (int r = 0; r < rows; ++r) {
             const int32_t* hist = io->new_history + (size_t)r * io->capacity;
             for (int hd = 0; hd < H; ++hd) {
-                const float* q = qkv.data() + (size_t)r * 3 * d + hd * dh;
+                const float* q = qkv + (size_t)r * 3 * d + hd * dh;
                 float top = -INFINITY;
                 for (int p = 0; p < t; ++p) {
                     const float* k = io->store + ((size_t)p * io->slots + hist[p]) * kv_row +
@@ -507,27 +591,27 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
                     const float pw = w[p] * inv;
                     for (int c = 0; c < chunks; ++c) o[c] += pw * load16(v + c * kKeys);
                 }
-                std::memcpy(ctx.data() + (size_t)r * d + hd * dh, o, sizeof(float) * dh);
+                std::memcpy(ctx + (size_t)r * d + hd * dh, o, sizeof(float) * dh);
             }
         }
-        qlinear(L.self_out, ctx.data(), rows, d, y.data(), d, s);
-        for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+        qlinear(L.self_out, ctx, rows, d, y, d, s);
+        for (size_t i = 0; i < rd; ++i) x[i] += y[i];
 
         // cross-attention to the source (and the memory, mixed by the gate)
-        layer_norm(L.cross_norm, x.data(), rows, d, h.data());
+        layer_norm(L.cross_norm, x, rows, d, h);
         const int nq = L.cross_q.n;  // d, or 2 d with a memory
-        qlinear(L.cross_q, h.data(), rows, d, cq.data(), nq, s);
-        grouped_attention(m, l, cq.data(), nq, io->cross_kt, io->ldk_src, io->cross_v,
-                          io->src_bias, io->src, rows, io->groups, w, ctx.data());
-        qlinear(L.cross_out, ctx.data(), rows, d, cs.data(), d, s);
+        qlinear(L.cross_q, h, rows, d, cq, nq, s);
+        grouped_attention(m, l, cq, nq, io->cross_kt, io->ldk_src, io->cross_v,
+                          io->src_bias, io->src, io->src_len, rows, io->groups, w, ctx);
+        qlinear(L.cross_out, ctx, rows, d, cs, d, s);
         if (m.memory) {
-            grouped_attention(m, l, cq.data() + d, nq, io->mem_kt, io->ldk_mem, io->mem_v,
-                              io->mem_bias, io->mem, rows, io->groups, w, ctx.data());
-            qlinear(L.memory_out, ctx.data(), rows, d, cm.data(), d, s);
+            grouped_attention(m, l, cq + d, nq, io->mem_kt, io->ldk_mem, io->mem_v,
+                              io->mem_bias, io->mem, io->mem_len, rows, io->groups, w, ctx);
+            qlinear(L.memory_out, ctx, rows, d, cm, d, s);
             const int per = rows / io->groups;
             for (int r = 0; r < rows; ++r) {
-                float* c_s = cs.data() + (size_t)r * d;
-                float* c_m = cm.data() + (size_t)r * d;
+                float* c_s = cs + (size_t)r * d;
+                float* c_m = cm + (size_t)r * d;
                 float g = 1.f;
                 if (io->has_memory[r / per] != 0.f) {
                     const float z = dot(L.gate_source, c_s, d) + L.gate_source_bias +
@@ -537,36 +621,35 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
                     for (int i = 0; i < d; ++i) c_m[i] = 0.f;  // no memory: gate 1, exactly
                 }
                 gates[r] += g;
-                float* xr = x.data() + (size_t)r * d;
+                float* xr = x + (size_t)r * d;
                 for (int i = 0; i < d; ++i) xr[i] += c_m[i] + g * (c_s[i] - c_m[i]);
             }
         } else {
-            for (size_t i = 0; i < x.size(); ++i) x[i] += cs[i];
+            for (size_t i = 0; i < rd; ++i) x[i] += cs[i];
         }
 
         // feed-forward
-        layer_norm(L.ffn_norm, x.data(), rows, d, h.data());
-        ffn.resize((size_t)rows * L.fc1.n);
-        qlinear(L.fc1, h.data(), rows, d, ffn.data(), L.fc1.n, s);
-        for (float& v : ffn) v = std::max(v, 0.f);
-        qlinear(L.fc2, ffn.data(), rows, L.fc1.n, y.data(), d, s);
-        for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+        layer_norm(L.ffn_norm, x, rows, d, h);
+        const size_t inner = (size_t)rows * L.fc1.n;
+        float* ffn = room(ws.ffn, inner);
+        qlinear(L.fc1, h, rows, d, ffn, L.fc1.n, s);
+        for (size_t i = 0; i < inner; ++i) ffn[i] = std::max(ffn[i], 0.f);
+        qlinear(L.fc2, ffn, rows, L.fc1.n, y, d, s);
+        for (size_t i = 0; i < rd; ++i) x[i] += y[i];
     }
     if (m.memory)
         for (int r = 0; r < rows; ++r) io->gate[r] = gates[r] / m.n_layers;
 
     // the vocabulary: log-softmax, the banned tokens out, the n best
-    layer_norm(m.final_norm, x.data(), rows, d, h.data());
+    layer_norm(m.final_norm, x, rows, d, h);
     const int V = m.vocab, N = io->n_best;
-    std::vector<float> logits((size_t)rows * V);
-    qlinear(m.output, h.data(), rows, d, logits.data(), V, s);
+    float* logits = room(ws.logits, (size_t)rows * V);
+    qlinear(m.output, h, rows, d, logits, V, s);
     std::vector<float> best_v(N);
     std::vector<int64_t> best_i(N);
     for (int r = 0; r < rows; ++r) {
-        float* lr = logits.data() + (size_t)r * V;
-        float top = -INFINITY;
-#pragma omp simd reduction(max : top)
-        for (int j = 0; j < V; ++j) top = std::max(top, lr[j]);
+        float* lr = logits + (size_t)r * V;
+        const float top = max_of(lr, V);
         float total = 0.f;
 #pragma omp simd reduction(+ : total)
         for (int j = 0; j < V; ++j) total += exp_neg(lr[j] - top);
@@ -583,12 +666,7 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
         int filled = 0;
         for (int j0 = 0; j0 < V; j0 += kKeys) {
             const int end = std::min(V, j0 + kKeys);
-            if (filled == N && end - j0 == kKeys) {
-                float most = -INFINITY;
-#pragma omp simd reduction(max : most)
-                for (int j = j0; j < end; ++j) most = std::max(most, lr[j]);
-                if (!(most > best_v[N - 1])) continue;
-            }
+            if (filled == N && end - j0 == kKeys && !any_above(lr + j0, best_v[N - 1])) continue;
             for (int j = j0; j < end; ++j) {
                 const float v = lr[j];
                 if (filled == N && !(v > best_v[N - 1])) continue;
@@ -623,6 +701,10 @@ extern "C" int ragmt_step(const Model* model, StepIO* io) {
         if (io->past > 0 && (io->order[r] < 0 || io->order[r] >= io->past_rows)) return 5;
     }
     if (rows > io->slots || io->past >= io->capacity) return 7;
+    for (int g = 0; g < io->groups; ++g) {
+        if (io->src_len[g] < 0 || io->src_len[g] > io->src) return 9;
+        if (m.memory && (io->mem_len[g] < 0 || io->mem_len[g] > io->mem)) return 9;
+    }
     for (int r = 0; r < rows; ++r) {  // each row's history: its ancestor's, then its own slot
         int32_t* to = io->new_history + (size_t)r * io->capacity;
         if (io->past > 0) {
