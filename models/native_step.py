@@ -418,9 +418,9 @@ class SelfAttentionCache:
         self.store, self.history = store, history
 
 
-def _c(a: np.ndarray) -> np.ndarray:
-    if a.dtype != np.float32 or not a.flags.c_contiguous:
-        raise ValueError("the native step reads C-contiguous float32 arrays")
+def _c(a: np.ndarray, dtype: type = np.float32) -> np.ndarray:
+    if a.dtype != dtype or not a.flags.c_contiguous:
+        raise ValueError(f"the native step reads C-contiguous {np.dtype(dtype).name} arrays")
     return a
 
 
@@ -428,7 +428,8 @@ def _c(a: np.ndarray) -> np.ndarray:
 class SentenceTensors:
     """The per-sentence tensors a native step reads, every layer's stacked (sentences first):
     source bias `(G, S)`, keys transposed and padded `(G, L, H, Dh, S')` and values `(G, L, H,
-    S, Dh)`, and with a memory the same for it, plus which sentences have one `(G,)`. Each
+    S, Dh)` in half precision (`stack_keys`, `stack_values`), and with a memory the same for
+    it, plus which sentences have one `(G,)`. Each
     sentence's keys must come first, its padding after them (0 and a mask below 0 in the
     bias): the step reads a sentence's own keys only."""
 
@@ -441,10 +442,17 @@ class SentenceTensors:
     mem_v: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        names = ("src_bias", "cross_kt", "cross_v", "mem_bias", "has_memory", "mem_kt", "mem_v")
-        for name in names:
+        for name in (
+            "src_bias",
+            "cross_kt",
+            "cross_v",
+            "mem_bias",
+            "has_memory",
+            "mem_kt",
+            "mem_v",
+        ):
             if getattr(self, name) is not None:
-                _c(getattr(self, name))
+                _c(getattr(self, name), np.float16 if name[-2:] in ("kt", "_v") else np.float32)
         g, s = self.src_bias.shape
         ldk = -(-s // 16) * 16
         if self.cross_kt.shape[::4] != (g, ldk) or self.cross_v.shape[::3] != (g, s):
@@ -478,16 +486,28 @@ def _key_counts(bias: np.ndarray, what: str) -> np.ndarray:
     return counts
 
 
-def stack_keys(per_layer: list[np.ndarray]) -> np.ndarray:
-    """Each layer's keys `(G, H, S, Dh)` as the native step reads them: `(G, L, H, Dh, S')`,
-    S' = S rounded up to a multiple of 16 with zero keys (their scores are never read)."""
-    g, h, s, dh = per_layer[0].shape
-    out = np.zeros((g, len(per_layer), h, dh, -(-s // 16) * 16), dtype=np.float32)
-    for i, k in enumerate(per_layer):
-        out[:, i, :, :, :s] = k.transpose(0, 1, 3, 2)
+def _halves(per_layer: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """`out`, checked: no finite key or value of `per_layer` became infinite in it."""
+    if np.isinf(out).any() and not any(np.isinf(a).any() for a in per_layer):
+        raise ValueError("native step: keys or values beyond half precision's range (65,504)")
     return out
 
 
+def stack_keys(per_layer: list[np.ndarray]) -> np.ndarray:
+    """Each layer's keys `(G, H, S, Dh)` as the native step reads them: `(G, L, H, Dh, S')`
+    in half precision (a wide batch's keys are read from main memory at every step, and
+    halves are half the reading), S' = S rounded up to a multiple of 16 with zero keys
+    (their scores are never read)."""
+    g, h, s, dh = per_layer[0].shape
+    out = np.zeros((g, len(per_layer), h, dh, -(-s // 16) * 16), dtype=np.float16)
+    with np.errstate(over="ignore"):  # overflow is refused by `_halves`, saying so
+        for i, k in enumerate(per_layer):
+            out[:, i, :, :, :s] = k.transpose(0, 1, 3, 2)
+    return _halves(per_layer, out)
+
+
 def stack_values(per_layer: list[np.ndarray]) -> np.ndarray:
-    """Each layer's values `(G, H, S, Dh)` stacked as `(G, L, H, S, Dh)`."""
-    return np.ascontiguousarray(np.stack(per_layer, axis=1), dtype=np.float32)
+    """Each layer's values `(G, H, S, Dh)` stacked as `(G, L, H, S, Dh)`, in half precision."""
+    with np.errstate(over="ignore"):
+        out = np.ascontiguousarray(np.stack(per_layer, axis=1), dtype=np.float16)
+    return _halves(per_layer, out)

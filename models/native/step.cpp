@@ -99,10 +99,12 @@ struct StepIO {
     float* store;             // (capacity, slots, layers, 2, heads, d_head)
     const int32_t* history;   // (past_rows, capacity): the last step's rows
     int32_t* new_history;     // (rows, capacity)
-    const float* cross_kt;    // (groups, layers, heads, d_head, ldk_src): keys transposed
-    const float* cross_v;     // (groups, layers, heads, src, d_head)
-    const float* mem_kt;      // (groups, layers, heads, d_head, ldk_mem)
-    const float* mem_v;       // (groups, layers, heads, mem, d_head)
+    // The source's and the memory's keys and values in IEEE half precision: a batch of 32
+    // sentences' memories is tens of megabytes a step, read from main memory, in 32 bits.
+    const uint16_t* cross_kt;  // (groups, layers, heads, d_head, ldk_src): keys transposed
+    const uint16_t* cross_v;   // (groups, layers, heads, src, d_head)
+    const uint16_t* mem_kt;    // (groups, layers, heads, d_head, ldk_mem)
+    const uint16_t* mem_v;     // (groups, layers, heads, mem, d_head)
     float* best_lp;           // (rows, n_best)
     int64_t* best_ids;        // (rows, n_best)
     float* eos_lp;            // (rows)
@@ -330,6 +332,46 @@ inline f16 load16(const float* p) {
     return v;
 }
 
+// IEEE half precision to float, where the CPU has no instruction for it.
+inline float half_to_float(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000 | (man << 13);  // inf, NaN
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else {  // subnormal: shifted until its leading bit is the implicit one
+        int shift = 0;
+        do {
+            ++shift;
+            man <<= 1;
+        } while (!(man & 0x400));
+        bits = sign | ((uint32_t)(113 - shift) << 23) | ((man & 0x3ff) << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// 16 halves as floats.
+inline f16 load16h(const uint16_t* p) {
+    f16 v;
+#if defined(__AVX512F__)
+    const __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
+    std::memcpy(&v, &x, 64);
+#elif defined(__F16C__)
+    const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
+    const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(p + 8)));
+    std::memcpy(&v, &lo, 32);
+    std::memcpy((char*)&v + 32, &hi, 32);
+#else
+    for (int i = 0; i < 16; ++i) v[i] = half_to_float(p[i]);
+#endif
+    return v;
+}
+
 // The largest of x[0..n). Written with vectors: GCC leaves an `omp simd` max reduction
 // (std::max's NaN rule) as a scalar loop, which made finding the vocabulary's largest logit
 // take longer than its log-softmax.
@@ -431,13 +473,13 @@ constexpr int kMaxChunks = 16;  // heads up to 256 wide: a self-attention row's 
 // scores in `sr` (NB, ldk); Dh a multiple of 16. Each key and value is loaded once for all NB rows, and the NB sums in flight
 // hide the adds' latency.
 template <int NB>
-void attend_rows(const float* q, int ldq, const float* kt, int ldk, const float* vs,
+void attend_rows(const float* q, int ldq, const uint16_t* kt, int ldk, const uint16_t* vs,
                  const float* bias, int len, int dh, float scale, float* sr, float* out,
                  int ldo) {
     for (int j0 = 0; j0 < len; j0 += kKeys) {  // scores past `len` are made, never read
         f16 acc[NB] = {};
         for (int i = 0; i < dh; ++i) {
-            const f16 row = load16(kt + (size_t)i * ldk + j0);
+            const f16 row = load16h(kt + (size_t)i * ldk + j0);
             for (int r = 0; r < NB; ++r) acc[r] += q[(size_t)r * ldq + i] * row;
         }
         for (int r = 0; r < NB; ++r) std::memcpy(sr + (size_t)r * ldk + j0, &acc[r], 64);
@@ -450,7 +492,7 @@ void attend_rows(const float* q, int ldq, const float* kt, int ldk, const float*
     for (int i0 = 0; i0 < dh; i0 += kKeys) {
         f16 o[NB] = {};
         for (int j = 0; j < len; ++j) {
-            const f16 v = load16(vs + (size_t)j * dh + i0);
+            const f16 v = load16h(vs + (size_t)j * dh + i0);
             for (int r = 0; r < NB; ++r) o[r] += sr[(size_t)r * ldk + j] * v;
         }
         for (int r = 0; r < NB; ++r) std::memcpy(out + (size_t)r * ldo + i0, &o[r], 64);
@@ -464,8 +506,8 @@ void attend_rows(const float* q, int ldq, const float* kt, int ldk, const float*
 // time, read each key and value once, and only its own `lens[g]` keys: in a batch the others
 // pad it to the longest sentence (a memory's lengths differ tenfold). A sentence without keys
 // gets zeros.
-void grouped_attention(const Model& m, int layer, const float* q, int ldq, const float* keys_t,
-                       int ldk, const float* values, const float* bias, int len,
+void grouped_attention(const Model& m, int layer, const float* q, int ldq,
+                       const uint16_t* keys_t, int ldk, const uint16_t* values, const float* bias, int len,
                        const int32_t* lens, int rows, int groups, std::vector<float>& w,
                        float* out) {
     const int per = rows / groups, dh = m.d_head, H = m.heads, L = m.n_layers;
@@ -474,8 +516,8 @@ void grouped_attention(const Model& m, int layer, const float* q, int ldq, const
     for (int g = 0; g < groups; ++g)
         for (int h = 0; h < H; ++h) {
             const size_t head = ((size_t)g * L + layer) * H + h;
-            const float* kt = keys_t + head * dh * ldk;
-            const float* vs = values + head * len * dh;
+            const uint16_t* kt = keys_t + head * dh * ldk;
+            const uint16_t* vs = values + head * len * dh;
             const float* b = bias ? bias + (size_t)g * len : nullptr;
             const int n = lens[g];
             for (int r0 = 0; r0 < per; r0 += 4) {

@@ -266,6 +266,10 @@ def test_bad_input_is_refused_with_a_reason(bundle: Path) -> None:
         step.step(tokens, 1, np.array([0, 5]), ban, 3, sentences, ok[3])
     with pytest.raises(ValueError, match="C-contiguous float32"):
         native_step.SentenceTensors(src.astype(np.float64), sentences.cross_kt, sentences.cross_v)
+    with pytest.raises(ValueError, match="C-contiguous float16"):
+        native_step.SentenceTensors(src, sentences.cross_kt.astype(np.float32), sentences.cross_v)
+    with pytest.raises(ValueError, match="beyond half precision"):
+        native_step.stack_values([np.full((1, h, 5, dh), 1e5, dtype=np.float32)])
 
 
 def test_the_library_is_built_once_and_kept(tmp_path: Path, monkeypatch) -> None:
