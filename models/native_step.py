@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from torch import nn
 
 from models import ort_decoder
@@ -52,6 +53,7 @@ CACHE_ENV = "RAGMT_NATIVE_CACHE"
 # use to run the other kernels on one host.
 ARCH_ENV = "RAGMT_NATIVE_ARCH"
 
+HALF_MAX = 65504.0  # the largest finite IEEE half
 _lock = threading.Lock()
 _loaded: dict[str, Any] = {}  # by -march: the loaded library, or why there is none (a str)
 
@@ -486,11 +488,17 @@ def _key_counts(bias: np.ndarray, what: str) -> np.ndarray:
     return counts
 
 
-def _halves(per_layer: list[np.ndarray], out: np.ndarray) -> np.ndarray:
-    """`out`, checked: no finite key or value of `per_layer` became infinite in it."""
-    if np.isinf(out).any() and not any(np.isinf(a).any() for a in per_layer):
-        raise ValueError("native step: keys or values beyond half precision's range (65,504)")
-    return out
+def _halves(per_layer: list[np.ndarray], out: torch.Tensor) -> np.ndarray:
+    """`out` as NumPy, checked: every key or value of `per_layer` fits half precision."""
+    for a in per_layer:
+        low, high = torch.aminmax(torch.from_numpy(a))
+        if max(-float(low), float(high)) > HALF_MAX:
+            raise ValueError("native step: keys or values beyond half precision's range (65,504)")
+    return out.numpy()
+
+
+# The stacking below converts with PyTorch: NumPy's float32 -> float16 cast is not vectorized
+# and took longer than a batch's decoding steps.
 
 
 def stack_keys(per_layer: list[np.ndarray]) -> np.ndarray:
@@ -499,15 +507,16 @@ def stack_keys(per_layer: list[np.ndarray]) -> np.ndarray:
     halves are half the reading), S' = S rounded up to a multiple of 16 with zero keys
     (their scores are never read)."""
     g, h, s, dh = per_layer[0].shape
-    out = np.zeros((g, len(per_layer), h, dh, -(-s // 16) * 16), dtype=np.float16)
-    with np.errstate(over="ignore"):  # overflow is refused by `_halves`, saying so
-        for i, k in enumerate(per_layer):
-            out[:, i, :, :, :s] = k.transpose(0, 1, 3, 2)
+    out = torch.zeros((g, len(per_layer), h, dh, -(-s // 16) * 16), dtype=torch.float16)
+    for i, k in enumerate(per_layer):
+        out[:, i, :, :, :s] = torch.from_numpy(k).transpose(2, 3)
     return _halves(per_layer, out)
 
 
 def stack_values(per_layer: list[np.ndarray]) -> np.ndarray:
     """Each layer's values `(G, H, S, Dh)` stacked as `(G, L, H, S, Dh)`, in half precision."""
-    with np.errstate(over="ignore"):
-        out = np.ascontiguousarray(np.stack(per_layer, axis=1), dtype=np.float16)
+    g, h, s, dh = per_layer[0].shape
+    out = torch.empty((g, len(per_layer), h, s, dh), dtype=torch.float16)
+    for i, v in enumerate(per_layer):
+        out[:, i] = torch.from_numpy(v)
     return _halves(per_layer, out)
