@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -257,9 +259,9 @@ void row_kernels(const uint8_t* a, int lda, const int8_t* w, int kq, int nb0, in
         kernel<R, 1>(a, lda, w + (size_t)(nb0 + c) * kq * 64, kq, out + c * kBlock, ldo);
 }
 
-// A buffer that only grows, `n` elements long at least. Each thread keeps its buffers from
-// call to call: fresh megabytes (a wide step's logits) are mapped and faulted in page by page,
-// which took longer than the products themselves.
+// A buffer that only grows, `n` elements long at least. Buffers are kept from step to step
+// (`Workspace`): fresh megabytes (a wide step's logits) are mapped and faulted in page by
+// page, which took longer than the products themselves.
 template <typename T>
 T* room(std::vector<T>& v, size_t n) {
     if (v.size() < n) v.resize(n);
@@ -539,10 +541,33 @@ void grouped_attention(const Model& m, int layer, const float* q, int ldq,
         }
 }
 
-// A thread's buffers for its steps, kept from step to step (see `room`).
+// A step's buffers, kept from step to step (see `room`).
 struct Workspace {
     Scratch scratch;
     std::vector<float> x, h, y, qkv, ctx, cq, cs, cm, gates, ffn, logits, w;
+};
+
+// Workspaces not in use, for the next step on any thread: the threads that share a wide step
+// are new at each step, and their own fresh buffers were as slow as the step's arithmetic.
+std::mutex spare_mutex;
+std::vector<std::unique_ptr<Workspace>> spare;
+
+// One workspace for as long as it lives, then back to the spares.
+struct Lease {
+    std::unique_ptr<Workspace> ws;
+    Lease() {
+        std::lock_guard<std::mutex> hold(spare_mutex);
+        if (spare.empty()) {
+            ws = std::make_unique<Workspace>();
+        } else {
+            ws = std::move(spare.back());
+            spare.pop_back();
+        }
+    }
+    ~Lease() {
+        std::lock_guard<std::mutex> hold(spare_mutex);
+        spare.push_back(std::move(ws));
+    }
 };
 
 // The step for sentences g0..g1 of `all` (their rows r0.. = g0 * beams..), histories made.
@@ -574,7 +599,8 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
     const int rows = part.rows, d = m.d, dh = m.d_head, H = m.heads;
     const size_t kv_row = (size_t)m.n_layers * 2 * m.heads * m.d_head;  // one slot, position
     const int t = io->past + 1;
-    static thread_local Workspace ws;
+    Lease lease;
+    Workspace& ws = *lease.ws;
     Scratch& s = ws.scratch;
     std::vector<float>& w = ws.w;
     const size_t rd = (size_t)rows * d;
