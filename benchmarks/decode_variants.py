@@ -15,6 +15,9 @@ alternating the two is what makes a 5-10% difference visible.
 - `step`: each decoding step as one C++ call (`native-int8`, models/native_step.py) against
   ONNX Runtime's step graph (`ort-int8`); the encoders are ONNX Runtime's in both. The native
   step quantizes each row's activations alone, so some translations differ, counted.
+- `search`: with the native step, beam search in the native library too (one call a batch)
+  against beam search's Python loop calling the native step each step; the translations
+  must be the same.
 - `groups`: a large batch's neighbours encoded in length groups
   (`models.semiparametric.PACKED_GROUPS`) against one call for them all (the code before);
   each call quantizes its activations with its own scale, so some translations differ.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -60,6 +64,16 @@ def _copying() -> Iterator[None]:
         yield
     finally:
         decoding.fill_order, cache.select_sentences, cache.index_select = saved
+
+
+@contextlib.contextmanager
+def _python_search(model: ort_decoder.OrtDecoder) -> Iterator[None]:
+    """Beam search's Python loop over the native step (the code before the native search)."""
+    model.native_search = False
+    try:
+        yield
+    finally:
+        model.native_search = True
 
 
 @contextlib.contextmanager
@@ -152,12 +166,19 @@ def main() -> None:
             a, b = (_runner(t, retrieve_with(t, retriever)) for t in made.values())
             isa = made["native-int8"].model.native_isa
             pairs[variant] = (f"native step ({isa})", "ort-int8 step graph", a, b)
+        elif variant == "search":
+            t = Translator.from_loaded(bundle, "native-int8")
+            r = retrieve_with(t, retriever)
+            python = functools.partial(_python_search, t.model)
+            pairs[variant] = ("native search", "Python loop", _runner(t, r), _runner(t, r, python))
         elif variant == "groups":
             t = Translator.from_loaded(bundle, "ort-int8")
             r = retrieve_with(t, retriever)
             pairs[variant] = ("length groups", "one call", _runner(t, r), _runner(t, r, _one_call))
         else:
-            raise SystemExit(f"unknown variant {variant!r}: weights, compaction, step or groups")
+            raise SystemExit(
+                f"unknown variant {variant!r}: weights, compaction, step, search or groups"
+            )
     print(
         "| variant | a / b | batch 32: a / b time | outputs differing | batch-1 p50 ms a, b | "
         "mean ms a, b |\n|---|---|---:|---:|---:|---:|"

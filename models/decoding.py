@@ -394,6 +394,14 @@ def beam_search(
     # (`MultiHeadAttention`); copying them per beam was most of a memory model's decoding time.
     state = _encode(model, src, neighbours, source, languages)
     cache = model.init_cache(state)
+    # A decoder with a native step searches in one native call: the same search as below
+    # (candidates, ties, order), without the Python between steps.
+    search = getattr(model, "native_beam_search", None)
+    found = search(cache, limits, k, length_penalty, repeats) if search is not None else None
+    if found is not None:
+        if gates is not None:
+            gates.extend(found[1])
+        return found[0]
     has_memory = state.has_memory.tolist() if track else [False] * n_sent
     # The bookkeeping below runs in NumPy on the host on a few dozen numbers per sentence:
     # some thirty operations a step, which cost PyTorch's dispatch 10-30 us each on the CPU.

@@ -37,8 +37,8 @@ from torch import nn
 from models import ort_decoder
 
 __all__ = [
-    "Int8Linear", "NativeStep", "SelfAttentionCache", "SentenceTensors", "available", "library",
-    "stack_keys", "stack_values", "supports",
+    "Int8Linear", "NativeStep", "RepeatTables", "SelfAttentionCache", "SentenceTensors",
+    "available", "library", "stack_keys", "stack_values", "supports",
 ]  # fmt: skip
 
 SOURCE = Path(__file__).parent / "native" / "step.cpp"
@@ -103,7 +103,24 @@ class _StepIO(ctypes.Structure):
         ("has_memory", _P), ("slots", ctypes.c_int), ("capacity", ctypes.c_int),
         ("store", _P), ("history", _P), ("new_history", _P), ("cross_kt", _P),
         ("cross_v", _P), ("mem_kt", _P), ("mem_v", _P), ("best_lp", _P), ("best_ids", _P),
-        ("eos_lp", _P), ("gate", _P), ("src_len", _P), ("mem_len", _P),
+        ("eos_lp", _P), ("gate", _P), ("src_len", _P), ("mem_len", _P), ("sentence_of", _P),
+    ]  # fmt: skip
+
+
+class _RepeatTables(ctypes.Structure):
+    _fields_ = [
+        ("max_n", ctypes.c_int), ("member_width", ctypes.c_int), ("canon", _P), ("words", _P),
+        ("gaps", _P), ("stops", _P), ("wordy", _P), ("members", _P), ("free", _P),
+    ]  # fmt: skip
+
+
+class _BeamIO(ctypes.Structure):
+    _fields_ = [
+        ("beams", ctypes.c_int), ("n_best", ctypes.c_int), ("threads", ctypes.c_int),
+        ("parallel_rows", ctypes.c_int), ("pad", ctypes.c_int), ("bos", ctypes.c_int),
+        ("length_penalty", ctypes.c_double), ("limits", _P),
+        ("repeats", ctypes.POINTER(_RepeatTables)), ("out_width", ctypes.c_int),
+        ("out_tokens", _P), ("out_lengths", _P), ("out_gates", _P),
     ]  # fmt: skip
 
 
@@ -117,6 +134,10 @@ _ERRORS = {
     7: "more rows or positions than the keys/values store holds",
     8: "a history entry outside the store's slots",
     9: "a sentence's key count outside its keys",
+    10: "a sentence index outside the sentences",
+    11: "a negative length limit",
+    12: "the output is narrower than the longest length limit",
+    13: "a repeat table's token id outside the vocabulary",
 }
 
 
@@ -187,6 +208,21 @@ def library(arch: str | None = None) -> Any:
         lib.ragmt_step.restype = ctypes.c_int
         lib.ragmt_qlinear.argtypes = [ctypes.POINTER(_QLinear), _P, ctypes.c_int, _P]
         lib.ragmt_qlinear.restype = None
+        lib.ragmt_beam_search.argtypes = [
+            ctypes.POINTER(_Model),
+            ctypes.POINTER(_StepIO),
+            ctypes.POINTER(_BeamIO),
+        ]
+        lib.ragmt_beam_search.restype = ctypes.c_int
+        lib.ragmt_repeat_bans.argtypes = [
+            ctypes.POINTER(_RepeatTables),
+            _P,
+            ctypes.c_int,
+            ctypes.c_int,
+            _P,
+            ctypes.c_int,
+        ]
+        lib.ragmt_repeat_bans.restype = ctypes.c_int
         _loaded[arch] = lib
         return lib
 
@@ -293,7 +329,7 @@ class NativeStep:
             layers=built, final_norm=self._norm(model.decoder_norm),
             output=self._linear(model.output.weight, None),
         )  # fmt: skip
-        self.eos = c.eos_id
+        self.eos, self.vocab = c.eos_id, c.vocab_size
 
     def _hold(self, a: np.ndarray) -> np.ndarray:
         self._keep.append(a)
@@ -388,6 +424,84 @@ class NativeStep:
             raise ValueError(f"native step refused its input: {_ERRORS.get(status, status)}")
         past.history, past.length = new_history, past.length + 1
         return best_lp, best_ids, eos_lp, past, gate
+
+    def beam_search(
+        self,
+        sentences: SentenceTensors,
+        limits: np.ndarray,
+        beams: int,
+        length_penalty: float,
+        special: tuple[int, int],
+        repeats: Any = None,
+        threads: int = 1,
+        parallel_rows: int = 64,
+    ) -> tuple[list[list[int]], np.ndarray]:
+        """`models.decoding.beam_search` over this step, the whole search one C++ call: the
+        same candidates, ties and order, so the same hypotheses, without Python's bookkeeping
+        between steps. `limits (G,)`: each sentence's most tokens before EOS is forced;
+        `special`: (pad, BOS) ids, never emitted; `repeats`: a `models.decoding.RepeatBan`
+        for these sentences (None: repeats allowed); `threads` for a step of at least
+        `parallel_rows` rows. Returns each sentence's best hypothesis and its mean gate (NaN
+        without a memory)."""
+        groups = sentences.fields.groups
+        limits = np.ascontiguousarray(limits, dtype=np.int32)
+        if limits.shape != (groups,):
+            raise ValueError(f"native beam search: {limits.shape} limits for {groups} sentences")
+        if self.memory and sentences.mem_kt is None:
+            raise ValueError("native step: the memory model's step needs a memory")
+        width = max(1, int(limits.max(initial=0)))
+        tokens = np.empty((groups, width), dtype=np.int64)
+        lengths = np.empty(groups, dtype=np.int32)
+        gates = np.empty(groups, dtype=np.float64)
+        io = _BeamIO(
+            beams=beams, n_best=min(2 * beams, self.vocab), threads=threads,
+            parallel_rows=parallel_rows, pad=special[0], bos=special[1],
+            length_penalty=length_penalty, limits=_ptr(limits), out_width=width,
+            out_tokens=_ptr(tokens), out_lengths=_ptr(lengths), out_gates=_ptr(gates),
+        )  # fmt: skip
+        tables = None
+        if repeats is not None:
+            tables = RepeatTables(repeats, self.vocab)
+            if tables.free.shape != (groups, 2):
+                raise ValueError("native beam search: the repeat ban does not fit the batch")
+            io.repeats = ctypes.pointer(tables.struct)
+        fields = _StepIO.from_buffer_copy(sentences.fields)
+        status = self.lib.ragmt_beam_search(ctypes.byref(self.model), ctypes.byref(fields), io)
+        del tables  # held until the call returns
+        if status:
+            raise ValueError(f"native beam search refused its input: {_ERRORS.get(status, status)}")
+        return [tokens[g, : lengths[g]].tolist() for g in range(groups)], gates
+
+
+class RepeatTables:
+    """A `models.decoding.RepeatBan`'s tables as the native beam search reads them. Calling
+    it gives the tokens a history may not emit next (`ragmt_repeat_bans`): how the tests
+    check it against `RepeatBan.banned`."""
+
+    def __init__(self, repeats: Any, vocab: int, arch: str | None = None) -> None:
+        self.arch = arch
+        self.arrays = {
+            name: np.ascontiguousarray(getattr(repeats, name), dtype=dtype)
+            for name, dtype in (
+                ("canon", np.int64), ("words", np.uint8), ("gaps", np.uint8),
+                ("stops", np.uint8), ("wordy", np.uint8), ("members", np.int64),
+            )
+        }  # fmt: skip
+        if any(len(a) != vocab for a in self.arrays.values()):
+            raise ValueError(f"native beam search: repeat tables not {vocab} tokens long")
+        self.free = np.ascontiguousarray(repeats.free.numpy(), dtype=np.uint8)
+        self.struct = _RepeatTables(
+            max_n=repeats.max_n, member_width=self.arrays["members"].shape[1],
+            free=_ptr(self.free), **{k: _ptr(v) for k, v in self.arrays.items()},
+        )  # fmt: skip
+
+    def __call__(self, history: list[int], sentence: int) -> list[int]:
+        h = np.ascontiguousarray(history, dtype=np.int64)
+        out = np.empty(4096, dtype=np.int64)
+        n = library(self.arch).ragmt_repeat_bans(
+            ctypes.byref(self.struct), _ptr(h), len(h), sentence, _ptr(out), len(out)
+        )
+        return out[: min(n, len(out))].tolist()
 
 
 class SelfAttentionCache:

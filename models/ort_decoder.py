@@ -656,7 +656,11 @@ class OrtDecoder(nn.Module):
 
     `float_model` is the PyTorch model itself, unchanged: a dense store built with it encodes
     queries with it (float), and decoding then reads those states rather than encoding again.
+    `native_search`: with the native step, beam search runs in the native library too (False:
+    beam search's Python loop calls the native step, which tests and benchmarks compare).
     """
+
+    native_search = True
 
     def __init__(self, model: nn.Module, mode: str = "ort-int8", threads: int | None = None):
         super().__init__()
@@ -825,21 +829,12 @@ class OrtDecoder(nn.Module):
             layer["self_v"] = torch.from_numpy(out[4 + 2 * i])
         return out[0], out[1], out[2], out[-1] if memory else None
 
-    def _native_step(
-        self,
-        first: dict[str, Tensor],
-        memory: bool,
-        tokens: np.ndarray,
-        position: int,
-        order: np.ndarray,
-        ban: np.ndarray,
-        n: int,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-        """As `_graph_step`, by the native step on the stacked tensors of `first`."""
+    def _sentences(self, first: dict[str, Tensor], memory: bool) -> Any:
+        """The native step's per-sentence tensors (`models.native_step.SentenceTensors`) of
+        the stacked cache `first`: made once per sentence, and again only when finished
+        sentences are dropped (which makes new per-sentence tensors)."""
         from models.native_step import SentenceTensors
 
-        # made once per sentence, and again only when finished sentences are dropped (which
-        # makes new per-sentence tensors): a step then sets only its own dozen fields
         key = (first["cross_kt"], first.get("memory_kt"))
         bound = getattr(self._gates, "sentences", None)
         if bound is None or bound[0][0] is not key[0] or bound[0][1] is not key[1]:
@@ -859,14 +854,51 @@ class OrtDecoder(nn.Module):
                 **memory_parts,
             )
             bound = self._gates.sentences = (key, sentences)
-        sentences = bound[1]
-        budget = self.threads or getattr(_local, "budget", None) or torch.get_num_threads()
-        threads = budget if len(tokens) >= PARALLEL_POSITIONS else 1  # as `_Graph.run`
+        return bound[1]
+
+    def _threads(self) -> int:
+        return self.threads or getattr(_local, "budget", None) or torch.get_num_threads()
+
+    def _native_step(
+        self,
+        first: dict[str, Tensor],
+        memory: bool,
+        tokens: np.ndarray,
+        position: int,
+        order: np.ndarray,
+        ban: np.ndarray,
+        n: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """As `_graph_step`, by the native step on the stacked tensors of `first`."""
+        sentences = self._sentences(first, memory)
+        threads = self._threads() if len(tokens) >= PARALLEL_POSITIONS else 1  # as `_Graph.run`
         best_lp, best_ids, eos_lp, past, gate = self._steps[memory].step(
             tokens, position, order, ban, n, sentences, first.get("self_kv"), threads
         )
         first["self_kv"] = past  # deferred like the graph's keys/values: rows reordered by it
         return best_lp, best_ids, eos_lp, gate
+
+    def native_beam_search(
+        self,
+        cache: DecoderCache,
+        limits: np.ndarray,
+        beams: int,
+        length_penalty: float,
+        repeats: Any,
+    ) -> tuple[list[list[int]], list[float | None]] | None:
+        """The whole beam search in the native library (`NativeStep.beam_search`), from a
+        fresh `init_cache`: each sentence's best hypothesis and mean gate (None without a
+        memory). None where this decoder has no native step."""
+        if not (self.native and self.native_search):
+            return None
+        first = cache.layers[0]
+        memory = "mem_bias" in first
+        c = self.config
+        hyps, gates = self._steps[memory].beam_search(
+            self._sentences(first, memory), limits, beams, length_penalty,
+            (c.pad_id, c.bos_id), repeats, self._threads(), PARALLEL_POSITIONS,
+        )  # fmt: skip
+        return hyps, [None if np.isnan(g) else float(g) for g in gates]
 
     def last_gates(self) -> Tensor:
         """The last step's gate averaged over the decoder layers `(B, 1)` (1.0 without memory)."""

@@ -115,6 +115,9 @@ struct StepIO {
     // batch's longest, and attention passes them over rather than masking them.
     const int32_t* src_len;   // (groups)
     const int32_t* mem_len;   // (groups), memory model only
+    // Which sentence of the per-sentence arrays each group is (groups); null: group g is
+    // sentence g. Beam search drops finished sentences by leaving them out of it.
+    const int32_t* sentence_of;
 };
 
 int ragmt_isa() {
@@ -505,23 +508,24 @@ void attend_rows(const float* q, int ldq, const uint16_t* kt, int ldk, const uin
 // transposed (and padded with zero keys to `ldk`, a multiple of 16) once per sentence, so that
 // scores for 16 keys are plain vector products with no horizontal sums (which, with the adds'
 // latency, were most of a step); `values` (groups, H, len, Dh). A sentence's beams, four at a
-// time, read each key and value once, and only its own `lens[g]` keys: in a batch the others
+// time, read each key and value once, and only its own `lens[s]` keys: in a batch the others
 // pad it to the longest sentence (a memory's lengths differ tenfold). A sentence without keys
-// gets zeros.
+// gets zeros. Group g's rows read sentence `which[g]` of the per-sentence arrays.
 void grouped_attention(const Model& m, int layer, const float* q, int ldq,
-                       const uint16_t* keys_t, int ldk, const uint16_t* values, const float* bias, int len,
-                       const int32_t* lens, int rows, int groups, std::vector<float>& w,
-                       float* out) {
+                       const uint16_t* keys_t, int ldk, const uint16_t* values, const float* bias,
+                       int len, const int32_t* lens, const int32_t* which, int rows, int groups,
+                       std::vector<float>& w, float* out) {
     const int per = rows / groups, dh = m.d_head, H = m.heads, L = m.n_layers;
     const float scale = 1.f / std::sqrt((float)dh);
     w.resize((size_t)4 * ldk);
     for (int g = 0; g < groups; ++g)
         for (int h = 0; h < H; ++h) {
-            const size_t head = ((size_t)g * L + layer) * H + h;
+            const int sentence = which[g];
+            const size_t head = ((size_t)sentence * L + layer) * H + h;
             const uint16_t* kt = keys_t + head * dh * ldk;
             const uint16_t* vs = values + head * len * dh;
-            const float* b = bias ? bias + (size_t)g * len : nullptr;
-            const int n = lens[g];
+            const float* b = bias ? bias + (size_t)sentence * len : nullptr;
+            const int n = lens[sentence];
             for (int r0 = 0; r0 < per; r0 += 4) {
                 const float* qr = q + (size_t)(g * per + r0) * ldq + h * dh;
                 float* o = out + (size_t)(g * per + r0) * m.d + h * dh;
@@ -573,25 +577,14 @@ struct Lease {
 // The step for sentences g0..g1 of `all` (their rows r0.. = g0 * beams..), histories made.
 void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
     const int per = all.rows / all.groups, r0 = g0 * per;
-    StepIO part = all;  // the same step, its per-row and per-sentence arrays offset to g0
+    StepIO part = all;  // the same step, its per-row arrays and sentence map offset to g0
     StepIO* io = &part;
-    const size_t src_head = (size_t)m.n_layers * m.heads * m.d_head;
     part.rows = (g1 - g0) * per;
     part.groups = g1 - g0;
     part.tokens += r0;
     part.ban += (size_t)r0 * all.n_ban;
-    part.src_bias += (size_t)g0 * all.src;
-    part.src_len += g0;
-    part.cross_kt += (size_t)g0 * src_head * all.ldk_src;
-    part.cross_v += (size_t)g0 * src_head * all.src;
-    if (m.memory) {
-        part.mem_bias += (size_t)g0 * all.mem;
-        part.has_memory += g0;
-        part.mem_len += g0;
-        part.mem_kt += (size_t)g0 * src_head * all.ldk_mem;
-        part.mem_v += (size_t)g0 * src_head * all.mem;
-        part.gate += r0;
-    }
+    part.sentence_of += g0;
+    if (m.memory) part.gate += r0;
     part.new_history += (size_t)r0 * all.capacity;
     part.best_lp += (size_t)r0 * all.n_best;
     part.best_ids += (size_t)r0 * all.n_best;
@@ -670,18 +663,20 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
         const int nq = L.cross_q.n;  // d, or 2 d with a memory
         qlinear(L.cross_q, h, rows, d, cq, nq, s);
         grouped_attention(m, l, cq, nq, io->cross_kt, io->ldk_src, io->cross_v,
-                          io->src_bias, io->src, io->src_len, rows, io->groups, w, ctx);
+                          io->src_bias, io->src, io->src_len, io->sentence_of, rows, io->groups, w,
+                          ctx);
         qlinear(L.cross_out, ctx, rows, d, cs, d, s);
         if (m.memory) {
             grouped_attention(m, l, cq + d, nq, io->mem_kt, io->ldk_mem, io->mem_v,
-                              io->mem_bias, io->mem, io->mem_len, rows, io->groups, w, ctx);
+                              io->mem_bias, io->mem, io->mem_len, io->sentence_of, rows,
+                              io->groups, w, ctx);
             qlinear(L.memory_out, ctx, rows, d, cm, d, s);
             const int per = rows / io->groups;
             for (int r = 0; r < rows; ++r) {
                 float* c_s = cs + (size_t)r * d;
                 float* c_m = cm + (size_t)r * d;
                 float g = 1.f;
-                if (io->has_memory[r / per] != 0.f) {
+                if (io->has_memory[io->sentence_of[r / per]] != 0.f) {
                     const float z = dot(L.gate_source, c_s, d) + L.gate_source_bias +
                                     dot(L.gate_memory, c_m, d);
                     g = 1.f / (1.f + std::exp(-z));
@@ -757,8 +752,11 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
 
 }  // namespace
 
-extern "C" int ragmt_step(const Model* model, StepIO* io) {
-    const Model& m = *model;
+namespace {
+
+// The checks and the step of `ragmt_step`, for its callers here: each row's history made
+// from its ancestor's, then the rows' step, split between threads when asked.
+int run_step(const Model& m, StepIO* io, int sentences) {
     const int rows = io->rows;
     if (rows <= 0 || io->groups <= 0 || rows % io->groups) return 1;
     if (io->position < 0 || io->position >= m.max_positions) return 2;
@@ -770,8 +768,10 @@ extern "C" int ragmt_step(const Model* model, StepIO* io) {
     }
     if (rows > io->slots || io->past >= io->capacity) return 7;
     for (int g = 0; g < io->groups; ++g) {
-        if (io->src_len[g] < 0 || io->src_len[g] > io->src) return 9;
-        if (m.memory && (io->mem_len[g] < 0 || io->mem_len[g] > io->mem)) return 9;
+        const int s = io->sentence_of[g];
+        if (s < 0 || s >= sentences) return 10;
+        if (io->src_len[s] < 0 || io->src_len[s] > io->src) return 9;
+        if (m.memory && (io->mem_len[s] < 0 || io->mem_len[s] > io->mem)) return 9;
     }
     for (int r = 0; r < rows; ++r) {  // each row's history: its ancestor's, then its own slot
         int32_t* to = io->new_history + (size_t)r * io->capacity;
@@ -798,6 +798,279 @@ extern "C" int ragmt_step(const Model* model, StepIO* io) {
     step_rows(m, *io, 0, io->groups / parts);
     for (std::thread& w : workers) w.join();
     return 0;
+}
+
+}  // namespace
+
+extern "C" int ragmt_step(const Model* model, StepIO* io) {
+    std::vector<int32_t> identity;
+    StepIO call = *io;
+    if (call.sentence_of == nullptr) {
+        identity.resize(std::max(0, call.groups));
+        for (int g = 0; g < call.groups; ++g) identity[g] = g;
+        call.sentence_of = identity.data();
+    }
+    return run_step(*model, &call, call.groups);
+}
+
+// --------------------------------------------------------------------------- beam search
+
+extern "C" {
+
+// The repeat ban of models/decoding.py (`Repeats`, `RepeatBan`): which tokens would close a
+// back-to-back repeat of a word or of a span of 2..max_n pieces.
+struct RepeatTables {
+    int max_n, member_width;
+    const int64_t* canon;    // (vocab) each id's case-folded twin
+    const uint8_t* words;    // (vocab) whole-word pieces
+    const uint8_t* gaps;     // (vocab) pieces that may separate a span from its repeat
+    const uint8_t* stops;    // (vocab) pieces that end a sentence
+    const uint8_t* wordy;    // (vocab) pieces that hold a word
+    const int64_t* members;  // (vocab, member_width) the ids of each twin, padded with -1
+    const uint8_t* free;     // (sentences, 2) may repeat a token, a span
+};
+
+// Beam search over the step, as models/decoding.py's `beam_search` (the same candidates, ties
+// and order, so the same hypotheses), for the sentences of a `StepIO`'s per-sentence fields.
+struct BeamIO {
+    int beams, n_best, threads, parallel_rows, pad, bos;
+    double length_penalty;
+    const int32_t* limits;        // (sentences) the most tokens before EOS is forced
+    const RepeatTables* repeats;  // null: repeats allowed
+    int out_width;
+    int64_t* out_tokens;   // (sentences, out_width) each best hypothesis, pad after it
+    int32_t* out_lengths;  // (sentences)
+    double* out_gates;     // (sentences) its mean gate; NaN without a memory
+};
+
+}  // extern "C"
+
+namespace {
+
+// The tokens a row with history h (t tokens) may not emit next (`RepeatBan.banned`).
+void repeat_bans(const RepeatTables& T, const int64_t* h, int t, const uint8_t* free,
+                 std::vector<int64_t>& twins, std::vector<int64_t>& out) {
+    out.clear();
+    twins.clear();
+    if (t == 0) return;
+    auto c = [&](int i) { return T.canon[h[i]]; };
+    if (!free[0]) {
+        if (T.words[h[t - 1]]) twins.push_back(c(t - 1));
+        // a whole word again after a sentence's end: its twin after the stop
+        if (t >= 2 && T.stops[h[t - 1]] && T.words[h[t - 2]]) twins.push_back(c(t - 2));
+    }
+    if (!free[1]) {
+        for (int gap = 0; gap < 2; ++gap) {  // right after the span, or after one piece
+            const int top = std::min(T.max_n, (t + 1 - gap) / 2);
+            for (int n = 2; n <= top; ++n) {
+                // the last n-1 tokens equal the n-1 that start n + gap back: that start
+                // token would close a repeat of n
+                bool same = true;
+                for (int b = 0; b < n - 1 && same; ++b) same = c(t - 1 - b) == c(t - 1 - b - n - gap);
+                if (!same || (gap && !T.gaps[h[t - n]])) continue;
+                bool words = false;  // only a span that says a word is a loop
+                for (int i = t - 2 * n - gap + 1; i <= t - n - gap && !words; ++i)
+                    words = T.wordy[h[i]] != 0;
+                if (words) twins.push_back(c(t - n - gap));
+            }
+        }
+    }
+    for (int64_t twin : twins)
+        for (int j = 0; j < T.member_width; ++j) {
+            const int64_t id = T.members[(size_t)twin * T.member_width + j];
+            if (id >= 0) out.push_back(id);
+        }
+}
+
+struct Finished {
+    double score;
+    std::vector<int64_t> tokens;
+    double gate;
+};
+
+}  // namespace
+
+extern "C" int ragmt_beam_search(const Model* model, const StepIO* sentences, BeamIO* b) {
+    const Model& m = *model;
+    const int G = sentences->groups, K = b->beams, N = b->n_best;
+    if (G <= 0 || K <= 0) return 1;
+    if (N < 1 || N > m.vocab) return 3;
+    int longest = 0;
+    for (int s = 0; s < G; ++s) {
+        if (b->limits[s] < 0) return 11;
+        longest = std::max(longest, (int)b->limits[s]);
+    }
+    if (longest >= m.max_positions) return 2;
+    if (longest > b->out_width) return 12;
+    const RepeatTables* rep = b->repeats;
+    if (rep) {
+        for (int v = 0; v < m.vocab; ++v)
+            if (rep->canon[v] < 0 || rep->canon[v] >= m.vocab) return 13;
+        for (size_t i = 0; i < (size_t)m.vocab * rep->member_width; ++i)
+            if (rep->members[i] < -1 || rep->members[i] >= m.vocab) return 13;
+    }
+    const int rows0 = G * K, capacity = longest + 1;
+    const size_t kv_row = (size_t)m.n_layers * 2 * m.heads * m.d_head;
+    std::vector<float> store((size_t)capacity * rows0 * kv_row);
+    std::vector<int32_t> history((size_t)rows0 * capacity), new_history(history.size());
+    std::vector<int64_t> hist((size_t)rows0 * capacity), new_hist(hist.size());  // tokens
+    std::vector<int64_t> tokens(rows0, b->bos), order(rows0), next_tokens(rows0);
+    std::vector<int64_t> next_order(rows0);
+    std::vector<int32_t> alive(G);
+    for (int s = 0; s < G; ++s) alive[s] = s;
+    const float minus_inf = -INFINITY;
+    std::vector<float> scores(rows0, minus_inf), next_scores(rows0);
+    for (int a = 0; a < G; ++a) scores[(size_t)a * K] = 0.f;  // beam 0 alone is live at first
+    std::vector<float> gate_sum(rows0, 0.f), next_gate_sum(rows0), gate(rows0, 1.f);
+    std::vector<float> best_lp((size_t)rows0 * N), eos_lp(rows0);
+    std::vector<int64_t> best_ids((size_t)rows0 * N);
+    std::vector<std::vector<Finished>> finished(G);
+    std::vector<std::vector<int64_t>> bans(rows0);
+    std::vector<int64_t> twins, ban_table;
+    const int M = std::min(2 * K, K * N);
+    std::vector<float> cand((size_t)K * N);
+    std::vector<int> idx((size_t)K * N), pick;
+    int past_rows = 0;
+    for (int step = 0;; ++step) {
+        const int A = (int)alive.size(), R = A * K;
+        // the banned tokens: pad and BOS never, and what would close a repeat
+        size_t widest = 0;
+        for (int r = 0; r < R; ++r) {
+            bans[r].clear();
+            if (rep)
+                repeat_bans(*rep, &hist[(size_t)r * capacity], step, rep->free + 2 * alive[r / K],
+                            twins, bans[r]);
+            widest = std::max(widest, bans[r].size());
+        }
+        const int n_ban = 2 + (int)widest;
+        ban_table.assign((size_t)R * n_ban, b->pad);
+        for (int r = 0; r < R; ++r) {
+            int64_t* row = &ban_table[(size_t)r * n_ban];
+            row[0] = b->pad;
+            row[1] = b->bos;
+            std::copy(bans[r].begin(), bans[r].end(), row + 2);
+        }
+        StepIO io = *sentences;
+        io.rows = R;
+        io.groups = A;
+        io.past_rows = past_rows;
+        io.past = step;
+        io.n_best = N;
+        io.n_ban = n_ban;
+        io.threads = R >= b->parallel_rows ? b->threads : 1;
+        io.position = step;
+        io.tokens = tokens.data();
+        io.order = order.data();
+        io.ban = ban_table.data();
+        io.slots = rows0;
+        io.capacity = capacity;
+        io.store = store.data();
+        io.history = history.data();
+        io.new_history = new_history.data();
+        io.best_lp = best_lp.data();
+        io.best_ids = best_ids.data();
+        io.eos_lp = eos_lp.data();
+        io.gate = gate.data();
+        io.sentence_of = alive.data();
+        const int status = run_step(m, &io, G);
+        if (status) return status;
+        std::swap(history, new_history);
+        for (int r = 0; r < R; ++r) {
+            if (b->limits[alive[r / K]] == step) {  // at its length limit: EOS alone
+                float* lp = &best_lp[(size_t)r * N];
+                int64_t* ids = &best_ids[(size_t)r * N];
+                std::fill(lp, lp + N, minus_inf);
+                std::fill(ids, ids + N, (int64_t)b->pad);
+                lp[0] = eos_lp[r];
+                ids[0] = m.eos;
+            }
+            if (m.memory) gate_sum[r] += gate[r];
+        }
+        // each sentence's K best continuations, and the hypotheses that end among them
+        std::vector<int> keep;
+        for (int a = 0; a < A; ++a) {
+            const int sentence = alive[a];
+            for (int j = 0; j < K; ++j)
+                for (int i = 0; i < N; ++i)
+                    cand[(size_t)j * N + i] = scores[(size_t)a * K + j] + best_lp[((size_t)a * K + j) * N + i];
+            for (int i = 0; i < K * N; ++i) idx[i] = i;
+            std::partial_sort(idx.begin(), idx.begin() + M, idx.end(), [&](int x, int y) {
+                return cand[x] > cand[y] || (cand[x] == cand[y] && x < y);
+            });
+            auto token_of = [&](int c) { return best_ids[((size_t)a * K + c / N) * N + c % N]; };
+            for (int j = 0; j < K; ++j) {
+                const int c = idx[j];
+                if (token_of(c) != m.eos || !std::isfinite(cand[c])) continue;
+                const int row = a * K + c / N;
+                const double norm = std::pow((5.0 + step + 1) / 6.0, b->length_penalty);
+                Finished done;
+                done.score = (double)cand[c] / norm;
+                done.tokens.assign(&hist[(size_t)row * capacity], &hist[(size_t)row * capacity] + step);
+                const bool memory = m.memory && sentences->has_memory[sentence] != 0.f;
+                done.gate = memory ? (double)gate_sum[row] / (step + 1) : NAN;
+                finished[sentence].push_back(std::move(done));
+            }
+            // the K best that do not end continue; EOS sorts last and is dead if picked
+            pick.clear();
+            for (int j = 0; j < M && (int)pick.size() < K; ++j)
+                if (token_of(idx[j]) != m.eos) pick.push_back(idx[j]);
+            for (int j = 0; j < M && (int)pick.size() < K; ++j)
+                if (token_of(idx[j]) == m.eos) pick.push_back(idx[j]);
+            bool live = false;
+            for (int k = 0; k < K; ++k) {
+                const int c = pick[k], to = a * K + k, from = a * K + c / N;
+                const bool eos = token_of(c) == m.eos;
+                next_scores[to] = eos ? minus_inf : cand[c];
+                live |= !eos && std::isfinite(cand[c]);
+                next_tokens[to] = token_of(c);
+                next_order[to] = from;
+                next_gate_sum[to] = gate_sum[from];
+                std::copy(&hist[(size_t)from * capacity], &hist[(size_t)from * capacity] + step,
+                          &new_hist[(size_t)to * capacity]);
+                new_hist[(size_t)to * capacity + step] = next_tokens[to];
+            }
+            if ((int)finished[sentence].size() < K && step < b->limits[sentence] && live)
+                keep.push_back(a);
+        }
+        if (keep.empty()) break;  // every sentence is done
+        // the sentences kept, their rows first: the next step continues them
+        for (int i = 0; i < (int)keep.size(); ++i) {
+            alive[i] = alive[keep[i]];
+            for (int k = 0; k < K; ++k) {
+                const int to = i * K + k, from = keep[i] * K + k;
+                scores[to] = next_scores[from];
+                tokens[to] = next_tokens[from];
+                order[to] = next_order[from];
+                gate_sum[to] = next_gate_sum[from];
+                std::copy(&new_hist[(size_t)from * capacity],
+                          &new_hist[(size_t)from * capacity] + step + 1,
+                          &hist[(size_t)to * capacity]);
+            }
+        }
+        alive.resize(keep.size());
+        past_rows = R;
+    }
+    for (int s = 0; s < G; ++s) {
+        const Finished* best = nullptr;  // the first of equal scores: the one that ended first
+        for (const Finished& f : finished[s])
+            if (best == nullptr || f.score > best->score) best = &f;
+        int64_t* out = b->out_tokens + (size_t)s * b->out_width;
+        std::fill(out, out + b->out_width, (int64_t)b->pad);
+        b->out_lengths[s] = best ? (int32_t)best->tokens.size() : 0;
+        b->out_gates[s] = best ? best->gate : NAN;
+        if (best) std::copy(best->tokens.begin(), best->tokens.end(), out);
+    }
+    return 0;
+}
+
+// The tokens a history `h` (t tokens) of sentence `sentence` may not emit next, for tests:
+// how many, the first `room` of them in `out`.
+extern "C" int ragmt_repeat_bans(const RepeatTables* tables, const int64_t* h, int t,
+                                 int sentence, int64_t* out, int room) {
+    std::vector<int64_t> twins, found;
+    repeat_bans(*tables, h, t, tables->free + 2 * sentence, twins, found);
+    std::copy_n(found.begin(), std::min<size_t>(found.size(), std::max(room, 0)), out);
+    return (int)found.size();
 }
 
 // One int8 linear layer alone, for tests: y (rows, n) = x (rows, k) W^T + b.

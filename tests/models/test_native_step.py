@@ -13,8 +13,10 @@ import torch
 
 from models import native_step
 from models.bundle import load_bundle
+from models.decoding import RepeatBan, Repeats, beam_search
 from models.ort_decoder import OrtDecoder, _cpu_flags
 from models.quantize import resolve
+from models.semiparametric import Neighbours
 from models.translator import DecodeOptions, Translator
 from tests.models.step_case import BEAMS, both_steps, step_case
 from tests.toy import gloss, toy_pairs
@@ -242,6 +244,79 @@ def test_a_sentence_reads_its_own_keys_only(bundle: Path) -> None:
             native_step.stack_keys([k[:, :, :3] for k in keys]),
             native_step.stack_values([v[:, :, :3] for v in values]),
         )
+
+
+def _repeats(vocab: int, src: torch.Tensor, seed: int) -> RepeatBan:
+    """A repeat ban with case twins, words, separators, stops and word-less pieces drawn at
+    random over a vocabulary, for `src`."""
+    g = torch.Generator().manual_seed(seed)
+    canon = torch.arange(vocab)
+    twins = torch.randint(4, vocab, (vocab // 4, 2), generator=g)
+    canon[twins[:, 0]] = canon[twins[:, 1]]
+    canon = canon[canon]  # a twin's twin is itself
+    mask = [torch.rand(vocab, generator=g) < p for p in (0.5, 0.1, 0.05, 0.9)]
+    return Repeats(canon, mask[0], 4, mask[1], mask[2], mask[3]).ban(src, 0)
+
+
+def test_the_native_repeat_ban_is_repeat_bans() -> None:
+    """The native search's repeat ban bans what `RepeatBan.banned` bans, for histories over a
+    few tokens (so that words and spans repeat), with and without each exemption."""
+    vocab = 40
+    src = torch.tensor([[5, 6, 7], [8, 9, 10], [11, 12, 13]])
+    ban = _repeats(vocab, src, seed=3)
+    ban.free = torch.tensor([[False, False], [True, False], [False, True]])
+    tables = native_step.RepeatTables(ban, vocab)
+    rng = np.random.default_rng(0)
+    banned_somewhere = 0
+    for _ in range(600):
+        t = int(rng.integers(0, 16))
+        history = rng.integers(4, 10, t).tolist()
+        sentence = int(rng.integers(0, 3))
+        found = ban.select(torch.tensor([sentence])).banned(np.array([history]).reshape(1, t), 1)
+        want = set() if found is None else set(found[1].tolist())
+        assert set(tables(history, sentence)) == want, (history, sentence)
+        banned_somewhere += bool(want)
+    assert banned_somewhere > 100  # the comparison was not vacuous
+
+
+@pytest.mark.parametrize("memory", [True, False])
+def test_the_native_beam_search_is_beam_search(memory_bundle: Path, memory: bool) -> None:
+    """Beam search in one native call finds what beam search's Python loop over the native
+    step finds, token for token and gate for gate: random weights (so that outputs repeat
+    and the ban bites), length limits that force EOS, sentences finishing at different
+    steps, 1 to 4 beams, with and without a memory."""
+    model, _, src, neighbours = step_case(memory_bundle, "cstm", "ort")
+    with torch.no_grad():  # EOS likely at every step: hypotheses of many lengths compete
+        model.decoder_norm.bias.fill_(1.0)
+        model.embed.weight[model.config.eos_id] = 3.0 / model.config.d_model
+    native = OrtDecoder(model, "native-int8")
+    src = torch.cat([src, torch.tensor([[13, 2, 0, 0]]), src[:1]])
+    if memory:
+        neighbours = Neighbours.from_lists(
+            [[([5, 6], [7, 8, 9])], [], [([10], [11, 12]), ([13, 14], [15])], [([5], [6])],
+             [([9, 9, 9], [9, 9])]],
+            pad_id=0,
+        )  # fmt: skip
+    else:
+        neighbours = None
+    vocab = native.config.vocab_size
+    settings = ((4, 2.0, 1.2, 10), (2, 1.0, 0.0, 3), (1, 0.0, 2.0, 5), (3, 2.0, 1.0, 0))
+    lengths: set[int] = set()
+    for beams, penalty, a, b in settings:
+        found = []
+        for native_search in (True, False):
+            native.native_search = native_search
+            gates: list[float | None] = []
+            hyps = beam_search(
+                native, src, beams, penalty, a, b, neighbours=neighbours,
+                gates=gates if memory else None, repeats=_repeats(vocab, src, seed=beams),
+            )  # fmt: skip
+            found.append((hyps, gates))
+        assert found[0] == found[1], beams
+        lengths.update(len(h) for h in found[0][0])
+        if memory:
+            assert found[0][1][1] is None and all(g is not None for g in found[0][1][2:])
+    assert len(lengths) >= 4, lengths  # the lengths' normalisation mattered
 
 
 def test_bad_input_is_refused_with_a_reason(bundle: Path) -> None:
