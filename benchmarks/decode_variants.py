@@ -15,6 +15,9 @@ alternating the two is what makes a 5-10% difference visible.
 - `step`: each decoding step as one C++ call (`native-int8`, models/native_step.py) against
   ONNX Runtime's step graph (`ort-int8`); the encoders are ONNX Runtime's in both. The native
   step quantizes each row's activations alone, so some translations differ, counted.
+- `encoder`: with the native step, the source encoder in the native library too against
+  ONNX Runtime's encoder graph (int8 both; the native one quantizes each row alone, so some
+  translations differ, counted).
 - `search`: with the native step, beam search in the native library too (one call a batch)
   against beam search's Python loop calling the native step each step; the translations
   must be the same.
@@ -64,6 +67,15 @@ def _copying() -> Iterator[None]:
         yield
     finally:
         decoding.fill_order, cache.select_sentences, cache.index_select = saved
+
+
+def _ort_encoder(model: ort_decoder.OrtDecoder) -> None:
+    """`model`'s source encoder as ONNX Runtime's int8 graph (what native-int8 ran before its
+    native encoder), its step and search still native."""
+    float_model = model.float_model
+    graph = ort_decoder._quantize(ort_decoder._encoder_graph(float_model), model.int8_weights)
+    stack = ort_decoder._OrtEncoderStack(ort_decoder._Graph(graph, model.threads))
+    model._encoder._modules["encoder_layers"] = torch.nn.ModuleList([stack])
 
 
 @contextlib.contextmanager
@@ -166,6 +178,11 @@ def main() -> None:
             a, b = (_runner(t, retrieve_with(t, retriever)) for t in made.values())
             isa = made["native-int8"].model.native_isa
             pairs[variant] = (f"native step ({isa})", "ort-int8 step graph", a, b)
+        elif variant == "encoder":
+            made = [Translator.from_loaded(bundle, "native-int8") for _ in range(2)]
+            _ort_encoder(made[1].model)
+            a, b = (_runner(t, retrieve_with(t, retriever)) for t in made)
+            pairs[variant] = ("native encoder", "ort-int8 encoder graph", a, b)
         elif variant == "search":
             t = Translator.from_loaded(bundle, "native-int8")
             r = retrieve_with(t, retriever)
@@ -177,7 +194,7 @@ def main() -> None:
             pairs[variant] = ("length groups", "one call", _runner(t, r), _runner(t, r, _one_call))
         else:
             raise SystemExit(
-                f"unknown variant {variant!r}: weights, compaction, step, search or groups"
+                f"unknown variant {variant!r}: weights, compaction, step, encoder, search or groups"
             )
     print(
         "| variant | a / b | batch 32: a / b time | outputs differing | batch-1 p50 ms a, b | "

@@ -544,6 +544,21 @@ class _OrtEncoderStack(nn.Module):
         return torch.from_numpy(out[0])
 
 
+class _NativeEncoderStack(nn.Module):
+    """As `_OrtEncoderStack`, by the native library (`models.native_step.NativeEncoder`)."""
+
+    def __init__(self, encoder: Any, threads: int | None) -> None:
+        super().__init__()
+        self.encoder, self.threads = encoder, threads
+
+    def forward(self, x: Tensor, pad: Tensor) -> Tensor:
+        if pad.dim() != 2:
+            raise ValueError("the native encoder takes padding (B, S), not an attention mask")
+        budget = self.threads or getattr(_local, "budget", None) or torch.get_num_threads()
+        threads = budget if x.size(0) * x.size(1) >= PARALLEL_POSITIONS else 1
+        return torch.from_numpy(self.encoder(x.float().numpy(), pad.numpy(), threads))
+
+
 class _OrtMemoryEncoder(nn.Module):
     """Stands in for a memory model's `MemoryEncoder`: packs its neighbours' real tokens and
     runs `_PackedMemoryEncoder`'s graph on them."""
@@ -583,16 +598,16 @@ def _packed(side: str, name: str, x: Tensor, pad: Tensor) -> dict[str, np.ndarra
 
 
 def _graphs(
-    model: nn.Module, mode: str, weights: str | None, steps: bool = True
+    model: nn.Module, mode: str, weights: str | None, native: bool = False
 ) -> dict[str, bytes]:
-    """Every graph `OrtDecoder` runs for `model`, by name, int8 with "ort-int8"; the step
-    graphs only with `steps` (the native step stands in for them).
+    """Every graph `OrtDecoder` runs for `model`, by name, int8 with "ort-int8"; with `native`
+    neither the step graphs nor the source encoder's (the native library stands in for them).
 
     Kept for the last few models by their weights' digest: exporting and quantizing takes
     seconds, and a process that loads one bundle several times (tests, a reloading service)
     pays it once.
     """
-    key = (type(model).__name__, mode, str(weights), steps, _digest(model))
+    key = (type(model).__name__, mode, str(weights), native, _digest(model))
     if key in _EXPORTED:
         _EXPORTED.move_to_end(key)
         return _EXPORTED[key]
@@ -600,14 +615,12 @@ def _graphs(
     def int8(graph: bytes) -> bytes:
         return graph if weights is None else _quantize(graph, weights)
 
-    graphs = {
-        "cross_kv": int8(_kv_graph(model, "cross_attn")),
-        "encoder": int8(_encoder_graph(model)),
-    }
-    if steps:
+    graphs = {"cross_kv": int8(_kv_graph(model, "cross_attn"))}
+    if not native:
+        graphs["encoder"] = int8(_encoder_graph(model))
         graphs["step"] = int8(_step_graph(model, False))
     if getattr(model, "uses_memory", False):
-        if steps:
+        if not native:
             graphs["memory_step"] = int8(_step_graph(model, True))
         graphs["memory_kv"] = int8(_kv_graph(model, "memory_attn"))
         graphs["memory_encoder"] = int8(_memory_encoder_graph(model))
@@ -685,7 +698,7 @@ class OrtDecoder(nn.Module):
             if not runnable:
                 raise ValueError(f"native-int8 cannot decode this model: {why}")
         built = _graphs(
-            model, "ort" if mode == "ort" else "ort-int8", self.int8_weights, steps=not native
+            model, "ort" if mode == "ort" else "ort-int8", self.int8_weights, native=native
         )
         graphs = {name: _Graph(data, threads) for name, data in built.items()}
         self._cross_kv = graphs["cross_kv"]
@@ -693,7 +706,12 @@ class OrtDecoder(nn.Module):
         # is the model's own, embeddings, padding and neighbour handling included.
         encoder = copy.copy(model)
         encoder._modules = dict(model._modules)
-        encoder._modules["encoder_layers"] = nn.ModuleList([_OrtEncoderStack(graphs["encoder"])])
+        stack = (
+            _NativeEncoderStack(native_step.NativeEncoder(model), threads)
+            if native
+            else _OrtEncoderStack(graphs["encoder"])
+        )
+        encoder._modules["encoder_layers"] = nn.ModuleList([stack])
         if self.uses_memory:
             self._memory_kv = graphs["memory_kv"]
             uses_sources = model.memory_encoder.uses_sources

@@ -473,18 +473,21 @@ void softmax(float* s, int len) {
 constexpr int kKeys = 16;  // keys per vector of scores; the transposed keys are padded to it
 constexpr int kMaxChunks = 16;  // heads up to 256 wide: a self-attention row's sum in registers
 
-// NB rows' attention (NB beams of one sentence, one head) to its first `len` keys (len >= 1):
-// queries `q` (row r at q + r * ldq), keys transposed `kt` (Dh, ldk), values `vs` (len, Dh),
-// scores in `sr` (NB, ldk); Dh a multiple of 16. Each key and value is loaded once for all NB rows, and the NB sums in flight
+// NB rows' attention (NB beams of one sentence, or NB of its tokens, one head) to its first
+// `len` keys (len >= 1): queries `q` (row r at q + r * ldq), keys transposed `kt` (Dh, ldk),
+// values `vs` (len, Dh), as floats or halves, scores in `sr` (NB, ldk); Dh a multiple of 16. Each key and value is loaded once for all NB rows, and the NB sums in flight
 // hide the adds' latency.
-template <int NB>
-void attend_rows(const float* q, int ldq, const uint16_t* kt, int ldk, const uint16_t* vs,
+inline f16 load16v(const float* p) { return load16(p); }
+inline f16 load16v(const uint16_t* p) { return load16h(p); }
+
+template <int NB, typename T>
+void attend_rows(const float* q, int ldq, const T* kt, int ldk, const T* vs,
                  const float* bias, int len, int dh, float scale, float* sr, float* out,
                  int ldo) {
     for (int j0 = 0; j0 < len; j0 += kKeys) {  // scores past `len` are made, never read
         f16 acc[NB] = {};
         for (int i = 0; i < dh; ++i) {
-            const f16 row = load16h(kt + (size_t)i * ldk + j0);
+            const f16 row = load16v(kt + (size_t)i * ldk + j0);
             for (int r = 0; r < NB; ++r) acc[r] += q[(size_t)r * ldq + i] * row;
         }
         for (int r = 0; r < NB; ++r) std::memcpy(sr + (size_t)r * ldk + j0, &acc[r], 64);
@@ -497,7 +500,7 @@ void attend_rows(const float* q, int ldq, const uint16_t* kt, int ldk, const uin
     for (int i0 = 0; i0 < dh; i0 += kKeys) {
         f16 o[NB] = {};
         for (int j = 0; j < len; ++j) {
-            const f16 v = load16h(vs + (size_t)j * dh + i0);
+            const f16 v = load16v(vs + (size_t)j * dh + i0);
             for (int r = 0; r < NB; ++r) o[r] += sr[(size_t)r * ldk + j] * v;
         }
         for (int r = 0; r < NB; ++r) std::memcpy(out + (size_t)r * ldo + i0, &o[r], 64);
@@ -811,6 +814,116 @@ extern "C" int ragmt_step(const Model* model, StepIO* io) {
         call.sentence_of = identity.data();
     }
     return run_step(*model, &call, call.groups);
+}
+
+// --------------------------------------------------------------------------- encoder
+
+extern "C" {
+
+// An encoder layer (pre-norm self-attention, then feed-forward) and the stack of them: what
+// the source encoder's graph computes, without its final norm.
+struct EncoderLayer {
+    Norm self_norm, ffn_norm;
+    QLinear qkv, self_out, fc1, fc2;
+};
+
+struct Encoder {
+    int d, heads, d_head, n_layers;
+    const EncoderLayer* layers;
+};
+
+// `x` (batch, len, d): the embedded sentences in, the last layer's output out (in place).
+// Each sentence's tokens come first, its padding after (`lengths`); padding rows are
+// computed too (attending to the sentence's tokens) and mean nothing.
+struct EncodeIO {
+    int batch, len, threads;
+    float* x;
+    const int32_t* lengths;  // (batch)
+};
+
+}  // extern "C"
+
+namespace {
+
+// The encoder for sentences b0..b1 of `io`.
+void encode_sentences(const Encoder& e, const EncodeIO& io, int b0, int b1) {
+    const int S = io.len, d = e.d, dh = e.d_head, H = e.heads, rows = (b1 - b0) * S;
+    if (rows == 0) return;
+    Lease lease;
+    Workspace& ws = *lease.ws;
+    Scratch& s = ws.scratch;
+    const size_t rd = (size_t)rows * d;
+    float* x = io.x + (size_t)b0 * S * d;
+    float* h = room(ws.h, rd);
+    float* y = room(ws.y, rd);
+    float* qkv = room(ws.qkv, 3 * rd);
+    float* ctx = room(ws.ctx, rd);
+    const int ldk = (S + kKeys - 1) / kKeys * kKeys;
+    float* kt = room(ws.cq, (size_t)dh * ldk);  // one head's keys, transposed
+    float* vs = room(ws.cs, (size_t)S * dh);    // its values
+    float* sr = room(ws.w, (size_t)4 * ldk);
+    const float scale = 1.f / std::sqrt((float)dh);
+    for (int l = 0; l < e.n_layers; ++l) {
+        const EncoderLayer& L = e.layers[l];
+        layer_norm(L.self_norm, x, rows, d, h);
+        qlinear(L.qkv, h, rows, d, qkv, 3 * d, s);
+        for (int b = 0; b < b1 - b0; ++b) {
+            const int n = io.lengths[b0 + b];
+            const float* qb = qkv + (size_t)b * S * 3 * d;
+            float* cb = ctx + (size_t)b * S * d;
+            if (n == 0) {
+                std::fill_n(cb, (size_t)S * d, 0.f);
+                continue;
+            }
+            for (int hd = 0; hd < H; ++hd) {
+                std::fill_n(kt, (size_t)dh * ldk, 0.f);
+                for (int j = 0; j < n; ++j) {
+                    const float* k = qb + (size_t)j * 3 * d + d + hd * dh;
+                    const float* v = qb + (size_t)j * 3 * d + 2 * d + hd * dh;
+                    for (int i = 0; i < dh; ++i) kt[(size_t)i * ldk + j] = k[i];
+                    std::memcpy(vs + (size_t)j * dh, v, sizeof(float) * dh);
+                }
+                for (int r0 = 0; r0 < S; r0 += 4) {
+                    const float* q = qb + (size_t)r0 * 3 * d + hd * dh;
+                    float* o = cb + (size_t)r0 * d + hd * dh;
+                    switch (std::min(4, S - r0)) {
+                        case 4: attend_rows<4>(q, 3 * d, kt, ldk, vs, nullptr, n, dh, scale, sr, o, d); break;
+                        case 3: attend_rows<3>(q, 3 * d, kt, ldk, vs, nullptr, n, dh, scale, sr, o, d); break;
+                        case 2: attend_rows<2>(q, 3 * d, kt, ldk, vs, nullptr, n, dh, scale, sr, o, d); break;
+                        default: attend_rows<1>(q, 3 * d, kt, ldk, vs, nullptr, n, dh, scale, sr, o, d);
+                    }
+                }
+            }
+        }
+        qlinear(L.self_out, ctx, rows, d, y, d, s);
+        for (size_t i = 0; i < rd; ++i) x[i] += y[i];
+        layer_norm(L.ffn_norm, x, rows, d, h);
+        const size_t inner = (size_t)rows * L.fc1.n;
+        float* ffn = room(ws.ffn, inner);
+        qlinear(L.fc1, h, rows, d, ffn, L.fc1.n, s);
+        for (size_t i = 0; i < inner; ++i) ffn[i] = std::max(ffn[i], 0.f);
+        qlinear(L.fc2, ffn, rows, L.fc1.n, y, d, s);
+        for (size_t i = 0; i < rd; ++i) x[i] += y[i];
+    }
+}
+
+}  // namespace
+
+extern "C" int ragmt_encode(const Encoder* encoder, const EncodeIO* io) {
+    const Encoder& e = *encoder;
+    if (io->batch <= 0 || io->len <= 0) return 14;
+    if (e.d_head % kKeys || e.d_head > kKeys * kMaxChunks) return 6;
+    for (int b = 0; b < io->batch; ++b)
+        if (io->lengths[b] < 0 || io->lengths[b] > io->len) return 9;
+    // sentences are independent (each row quantized alone): a wide call splits them
+    const int parts = std::max(1, std::min(io->threads, io->batch));
+    std::vector<std::thread> workers;
+    for (int k = 1; k < parts; ++k)
+        workers.emplace_back(encode_sentences, std::cref(e), std::cref(*io),
+                             io->batch * k / parts, io->batch * (k + 1) / parts);
+    encode_sentences(e, *io, 0, io->batch / parts);
+    for (std::thread& w : workers) w.join();
+    return 0;
 }
 
 // --------------------------------------------------------------------------- beam search
