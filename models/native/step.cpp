@@ -145,16 +145,43 @@ namespace {
 
 // --------------------------------------------------------------------------- int8 products
 
+// 16 floats as one value (GCC/Clang vector extension): one AVX-512 register, or two AVX2 ones.
+typedef float f16 __attribute__((vector_size(64)));
+
+inline f16 load16(const float* p) {
+    f16 v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+// The smallest and largest of x[0..n) and 0, with vectors (GCC leaves std::min/std::max
+// reductions as scalar loops).
+inline void range_of(const float* x, int n, float& lo, float& hi) {
+    f16 low = {}, high = {};
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const f16 v = load16(x + i);
+        low = v < low ? v : low;
+        high = v > high ? v : high;
+    }
+    lo = hi = 0.f;
+    for (int j = 0; j < 16; ++j) {
+        lo = std::min(lo, low[j]);
+        hi = std::max(hi, high[j]);
+    }
+    for (; i < n; ++i) {
+        lo = std::min(lo, x[i]);
+        hi = std::max(hi, x[i]);
+    }
+}
+
 // Rows `a` (rows, kp) quantized as uint8, each with its own scale and zero point.
 void quantize_rows(const float* x, int rows, int k, int ldx, int kp, uint8_t* a, float* scale,
                    int32_t* zero) {
     for (int r = 0; r < rows; ++r) {
         const float* xr = x + (size_t)r * ldx;
-        float lo = 0.f, hi = 0.f;
-        for (int i = 0; i < k; ++i) {
-            lo = std::min(lo, xr[i]);
-            hi = std::max(hi, xr[i]);
-        }
+        float lo, hi;
+        range_of(xr, k, lo, hi);
         float s = (hi - lo) / 255.f;
         if (s == 0.f) s = 1.f;
         int zp = (int)std::nearbyint(-lo / s);
@@ -327,15 +354,6 @@ void qlinear(const QLinear& L, const float* x, int rows, int ldx, float* y, int 
 }
 
 // --------------------------------------------------------------------------- float parts
-
-// 16 floats as one value (GCC/Clang vector extension): one AVX-512 register, or two AVX2 ones.
-typedef float f16 __attribute__((vector_size(64)));
-
-inline f16 load16(const float* p) {
-    f16 v;
-    std::memcpy(&v, p, sizeof(v));
-    return v;
-}
 
 // IEEE half precision to float, where the CPU has no instruction for it.
 inline float half_to_float(uint16_t h) {
