@@ -38,8 +38,7 @@ from models import ort_decoder
 
 __all__ = [
     "Int8Linear", "NativeEncoder", "NativeStep", "RepeatTables", "SelfAttentionCache",
-    "SentenceTensors",
-    "available", "library", "stack_keys", "stack_values", "supports",
+    "SentenceTensors", "available", "library", "stack_keys", "stack_values", "supports",
 ]  # fmt: skip
 
 SOURCE = Path(__file__).parent / "native" / "step.cpp"

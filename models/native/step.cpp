@@ -1042,7 +1042,9 @@ extern "C" int ragmt_beam_search(const Model* model, const StepIO* sentences, Be
     }
     const int rows0 = G * K, capacity = longest + 1;
     const size_t kv_row = (size_t)m.n_layers * 2 * m.heads * m.d_head;
-    std::vector<float> store((size_t)capacity * rows0 * kv_row);
+    // Positions first, and left uninitialized: only the positions a batch reaches are ever
+    // touched, and a store for its longest limit is tens of megabytes at batch 32.
+    std::unique_ptr<float[]> store(new float[(size_t)capacity * rows0 * kv_row]);
     std::vector<int32_t> history((size_t)rows0 * capacity), new_history(history.size());
     std::vector<int64_t> hist((size_t)rows0 * capacity), new_hist(hist.size());  // tokens
     std::vector<int64_t> tokens(rows0, b->bos), order(rows0), next_tokens(rows0);
@@ -1095,7 +1097,7 @@ extern "C" int ragmt_beam_search(const Model* model, const StepIO* sentences, Be
         io.ban = ban_table.data();
         io.slots = rows0;
         io.capacity = capacity;
-        io.store = store.data();
+        io.store = store.get();
         io.history = history.data();
         io.new_history = new_history.data();
         io.best_lp = best_lp.data();
