@@ -525,6 +525,19 @@ void attend_rows(const float* q, int ldq, const T* kt, int ldk, const T* vs,
     }
 }
 
+// `attend_rows` for `nb` (1 to 4) rows.
+template <typename T>
+void attend_some(int nb, const float* q, int ldq, const T* kt, int ldk, const T* vs,
+                 const float* bias, int len, int dh, float scale, float* sr, float* out,
+                 int ldo) {
+    switch (nb) {
+        case 4: attend_rows<4>(q, ldq, kt, ldk, vs, bias, len, dh, scale, sr, out, ldo); break;
+        case 3: attend_rows<3>(q, ldq, kt, ldk, vs, bias, len, dh, scale, sr, out, ldo); break;
+        case 2: attend_rows<2>(q, ldq, kt, ldk, vs, bias, len, dh, scale, sr, out, ldo); break;
+        default: attend_rows<1>(q, ldq, kt, ldk, vs, bias, len, dh, scale, sr, out, ldo);
+    }
+}
+
 // Attention of each row's query to its sentence's keys/values: `keys_t` (groups, H, Dh, ldk),
 // transposed (and padded with zero keys to `ldk`, a multiple of 16) once per sentence, so that
 // scores for 16 keys are plain vector products with no horizontal sums (which, with the adds'
@@ -556,12 +569,7 @@ void grouped_attention(const Model& m, int layer, const float* q, int ldq,
                     for (int r = 0; r < nb; ++r) std::fill_n(o + (size_t)r * m.d, dh, 0.f);
                     continue;
                 }
-                switch (nb) {
-                    case 4: attend_rows<4>(qr, ldq, kt, ldk, vs, b, n, dh, scale, ws, o, m.d); break;
-                    case 3: attend_rows<3>(qr, ldq, kt, ldk, vs, b, n, dh, scale, ws, o, m.d); break;
-                    case 2: attend_rows<2>(qr, ldq, kt, ldk, vs, b, n, dh, scale, ws, o, m.d); break;
-                    default: attend_rows<1>(qr, ldq, kt, ldk, vs, b, n, dh, scale, ws, o, m.d);
-                }
+                attend_some(nb, qr, ldq, kt, ldk, vs, b, n, dh, scale, ws, o, m.d);
             }
         }
 }
@@ -594,6 +602,20 @@ struct Lease {
         spare.push_back(std::move(ws));
     }
 };
+
+// The pre-norm feed-forward sublayer in place: x += fc2(relu(fc1(norm(x)))).
+void feed_forward(const Norm& norm, const QLinear& fc1, const QLinear& fc2, float* x, int rows,
+                  int d, Workspace& ws) {
+    const size_t rd = (size_t)rows * d, inner = (size_t)rows * fc1.n;
+    float* h = room(ws.h, rd);
+    float* y = room(ws.y, rd);
+    float* ffn = room(ws.ffn, inner);
+    layer_norm(norm, x, rows, d, h);
+    qlinear(fc1, h, rows, d, ffn, fc1.n, ws.scratch);
+    for (size_t i = 0; i < inner; ++i) ffn[i] = std::max(ffn[i], 0.f);
+    qlinear(fc2, ffn, rows, fc1.n, y, d, ws.scratch);
+    for (size_t i = 0; i < rd; ++i) x[i] += y[i];
+}
 
 // The step for sentences g0..g1 of `all` (their rows r0.. = g0 * beams..), histories made.
 void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
@@ -712,14 +734,7 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
             for (size_t i = 0; i < rd; ++i) x[i] += cs[i];
         }
 
-        // feed-forward
-        layer_norm(L.ffn_norm, x, rows, d, h);
-        const size_t inner = (size_t)rows * L.fc1.n;
-        float* ffn = room(ws.ffn, inner);
-        qlinear(L.fc1, h, rows, d, ffn, L.fc1.n, s);
-        for (size_t i = 0; i < inner; ++i) ffn[i] = std::max(ffn[i], 0.f);
-        qlinear(L.fc2, ffn, rows, L.fc1.n, y, d, s);
-        for (size_t i = 0; i < rd; ++i) x[i] += y[i];
+        feed_forward(L.ffn_norm, L.fc1, L.fc2, x, rows, d, ws);
     }
     if (m.memory)
         for (int r = 0; r < rows; ++r) io->gate[r] = gates[r] / m.n_layers;
@@ -904,24 +919,14 @@ void encode_sentences(const Encoder& e, const EncodeIO& io, int b0, int b1) {
                 for (int r0 = 0; r0 < S; r0 += 4) {
                     const float* q = qb + (size_t)r0 * 3 * d + hd * dh;
                     float* o = cb + (size_t)r0 * d + hd * dh;
-                    switch (std::min(4, S - r0)) {
-                        case 4: attend_rows<4>(q, 3 * d, kt, ldk, vs, nullptr, n, dh, scale, sr, o, d); break;
-                        case 3: attend_rows<3>(q, 3 * d, kt, ldk, vs, nullptr, n, dh, scale, sr, o, d); break;
-                        case 2: attend_rows<2>(q, 3 * d, kt, ldk, vs, nullptr, n, dh, scale, sr, o, d); break;
-                        default: attend_rows<1>(q, 3 * d, kt, ldk, vs, nullptr, n, dh, scale, sr, o, d);
-                    }
+                    attend_some(std::min(4, S - r0), q, 3 * d, kt, ldk, vs, nullptr, n, dh, scale,
+                                sr, o, d);
                 }
             }
         }
         qlinear(L.self_out, ctx, rows, d, y, d, s);
         for (size_t i = 0; i < rd; ++i) x[i] += y[i];
-        layer_norm(L.ffn_norm, x, rows, d, h);
-        const size_t inner = (size_t)rows * L.fc1.n;
-        float* ffn = room(ws.ffn, inner);
-        qlinear(L.fc1, h, rows, d, ffn, L.fc1.n, s);
-        for (size_t i = 0; i < inner; ++i) ffn[i] = std::max(ffn[i], 0.f);
-        qlinear(L.fc2, ffn, rows, L.fc1.n, y, d, s);
-        for (size_t i = 0; i < rd; ++i) x[i] += y[i];
+        feed_forward(L.ffn_norm, L.fc1, L.fc2, x, rows, d, ws);
     }
 }
 
