@@ -478,6 +478,12 @@ def thread_budget(threads: int) -> Iterator[None]:
         _local.budget = before
 
 
+def _budget(threads: int | None) -> int:
+    """The threads a wide call may use: `threads` where set, else this thread's budget
+    (`thread_budget`), else torch's."""
+    return threads or getattr(_local, "budget", None) or torch.get_num_threads()
+
+
 def _positions(feed: dict[str, np.ndarray]) -> int:
     """How wide a call is: a step's rows, the packed memory encoder's tokens, else its first
     input's rows times length."""
@@ -502,8 +508,7 @@ class _Graph:
         self.inputs: frozenset[str] = frozenset()  # the exporter leaves out unread inputs
 
     def run(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        budget = self.threads or getattr(_local, "budget", None) or torch.get_num_threads()
-        threads = budget if _positions(feed) >= PARALLEL_POSITIONS else 1
+        threads = _budget(self.threads) if _positions(feed) >= PARALLEL_POSITIONS else 1
         session = self._sessions.get(threads) or self._start(threads)
         if len(feed) != len(self.inputs):  # e.g. the "tm" memory encoder reads no context
             feed = {k: v for k, v in feed.items() if k in self.inputs}
@@ -554,8 +559,7 @@ class _NativeEncoderStack(nn.Module):
     def forward(self, x: Tensor, pad: Tensor) -> Tensor:
         if pad.dim() != 2:
             raise ValueError("the native encoder takes padding (B, S), not an attention mask")
-        budget = self.threads or getattr(_local, "budget", None) or torch.get_num_threads()
-        threads = budget if x.size(0) * x.size(1) >= PARALLEL_POSITIONS else 1
+        threads = _budget(self.threads) if x.size(0) * x.size(1) >= PARALLEL_POSITIONS else 1
         return torch.from_numpy(self.encoder(x.float().numpy(), pad.numpy(), threads))
 
 
@@ -874,9 +878,6 @@ class OrtDecoder(nn.Module):
             bound = self._gates.sentences = (key, sentences)
         return bound[1]
 
-    def _threads(self) -> int:
-        return self.threads or getattr(_local, "budget", None) or torch.get_num_threads()
-
     def _native_step(
         self,
         first: dict[str, Tensor],
@@ -889,7 +890,7 @@ class OrtDecoder(nn.Module):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """As `_graph_step`, by the native step on the stacked tensors of `first`."""
         sentences = self._sentences(first, memory)
-        threads = self._threads() if len(tokens) >= PARALLEL_POSITIONS else 1  # as `_Graph.run`
+        threads = _budget(self.threads) if len(tokens) >= PARALLEL_POSITIONS else 1
         best_lp, best_ids, eos_lp, past, gate = self._steps[memory].step(
             tokens, position, order, ban, n, sentences, first.get("self_kv"), threads
         )
@@ -914,7 +915,7 @@ class OrtDecoder(nn.Module):
         c = self.config
         hyps, gates = self._steps[memory].beam_search(
             self._sentences(first, memory), limits, beams, length_penalty,
-            (c.pad_id, c.bos_id), repeats, self._threads(), PARALLEL_POSITIONS,
+            (c.pad_id, c.bos_id), repeats, _budget(self.threads), PARALLEL_POSITIONS,
         )  # fmt: skip
         return hyps, [None if np.isnan(g) else float(g) for g in gates]
 
