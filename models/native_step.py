@@ -39,6 +39,7 @@ from models import ort_decoder
 __all__ = [
     "Int8Linear", "NativeEncoder", "NativeStep", "RepeatTables", "SelfAttentionCache",
     "SentenceTensors", "available", "library", "stack_keys", "stack_values", "supports",
+    "version",
 ]  # fmt: skip
 
 SOURCE = Path(__file__).parent / "native" / "step.cpp"
@@ -263,6 +264,12 @@ def available(arch: str | None = None) -> tuple[bool, str]:
 def weight_limit(arch: str | None = None) -> int:
     """The largest int8 weight this build sums exactly: 127, or 64 on AVX2 without VNNI."""
     return int(library(arch).ragmt_weight_limit())
+
+
+def version() -> str:
+    """The native library's source, as a short digest: its outputs change with it, so a
+    translation cache shared by replicas keys on it (a rolling update runs two at once)."""
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
 
 
 def isa(arch: str | None = None) -> str:

@@ -694,6 +694,7 @@ class OrtDecoder(nn.Module):
         # records report, read here once rather than again by each of them
         self.int8_weights = int8_weights() if mode != "ort" else None
         self.native_isa: str | None = None  # native-int8: the instructions of its products
+        self.native_version: str | None = None  # native-int8: its library's source digest
         native = self.native
         if native:  # each step one C++ call (models/native_step.py), checked before any export
             from models import native_step
@@ -724,7 +725,7 @@ class OrtDecoder(nn.Module):
         kinds = (False, True) if self.uses_memory else (False,)
         if native:
             self._steps: dict[bool, Any] = {m: native_step.NativeStep(model, m) for m in kinds}
-            self.native_isa = native_step.isa()
+            self.native_isa, self.native_version = native_step.isa(), native_step.version()
         else:
             self._steps = {m: graphs["memory_step" if m else "step"] for m in kinds}
         object.__setattr__(self, "_encoder", encoder)  # not a child: no second copy of weights

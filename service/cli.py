@@ -790,8 +790,9 @@ def evaluate_cmd(
         if weights is not None:  # ort-int8: the weight type its graphs were built with
             decoding["int8_weights"] = weights
         native = getattr(translator.model, "native_isa", None)
-        if native is not None:  # native-int8: the step's kernels on this CPU
+        if native is not None:  # native-int8: the step's kernels on this CPU, its source
             decoding["native_isa"] = native
+            decoding["native_version"] = translator.model.native_version
         trained = [list(p) for p in translator.card.pairs] if translator.card else None
         scored = [translator.source_lang, translator.target_lang]
         if zero_shot and trained is not None and scored not in trained:

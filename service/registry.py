@@ -37,6 +37,7 @@ class LoadedModel:
     quantize: str = "none"
     int8_weights: str | None = None  # ort-int8's weight type on this CPU: s8, s7 or u8
     native_isa: str | None = None  # native-int8: its products' kernels (avx512-vnni, avx2, ...)
+    native_version: str | None = None  # native-int8: its library's source digest
 
     @property
     def card(self) -> ModelCard:
@@ -55,9 +56,10 @@ class LoadedModel:
     def decoder_id(self) -> str:
         """What its outputs depend on besides the input: the weights, and how they decode
         (a translation cache shared by replicas keys on it; replicas on CPUs that quantize to
-        different int8 weight types translate a little differently)."""
+        different int8 weight types translate a little differently, and so do two versions of
+        the native library)."""
         how = "" if self.quantize == "none" else f"+{self.quantize}"
-        parts = [p for p in (self.int8_weights, self.native_isa) if p]
+        parts = [p for p in (self.int8_weights, self.native_isa, self.native_version) if p]
         return self.weights_sha256 + how + "".join(f"+{p}" for p in parts)
 
     @property
@@ -108,8 +110,9 @@ class ModelRegistry:
         translator = Translator.from_loaded(bundle, quantize)
         weights = getattr(translator.model, "int8_weights", None)  # what its graphs were built with
         isa = getattr(translator.model, "native_isa", None)
+        native = getattr(translator.model, "native_version", None)
         loaded = LoadedModel(
-            name, translator, bundle.manifest, path, bundle, quantize, weights, isa
+            name, translator, bundle.manifest, path, bundle, quantize, weights, isa, native
         )
         self._models[name] = loaded
         for pair in loaded.pairs:

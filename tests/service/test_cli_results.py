@@ -69,7 +69,11 @@ def test_eval_appends_one_record_per_domain_saying_what_produced_it(
         "neighbours_k": None,
         # auto, on the CPU: the native step where it can be built
         **(
-            {"quantize": "native-int8", "native_isa": native_step.isa()}
+            {
+                "quantize": "native-int8",
+                "native_isa": native_step.isa(),
+                "native_version": native_step.version(),
+            }
             if native_step.available()[0]
             else {"quantize": "ort-int8"}
         ),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from models import native_step
 from models.ort_decoder import int8_weights
 from service.app import create_app, startup_summary
 from service.settings import Settings
@@ -47,6 +48,22 @@ async def test_int8_decoders_serve_and_are_cached_apart(bundle: Path, tmp_path: 
     assert len(set(ids.values())) == 3
     assert ids["int8"].startswith(ids["none"]) and ids["ort-int8"].startswith(ids["none"])
     assert ids["ort-int8"].endswith(f"+ort-int8+{int8_weights()}")  # replicas' CPUs may differ
+
+
+async def test_native_decoders_are_cached_apart_by_their_library(bundle: Path, tmp_path) -> None:
+    """A native-int8 decoder's id names its kernels and its library's source: two versions
+    of the library translate a little differently, and a rolling update runs both."""
+    if not native_step.available()[0]:
+        pytest.skip("no C++ compiler here")
+    settings = Settings(model_path=bundle, stores_dir=tmp_path, beam_size=1, quantize="native-int8")
+    app = create_app(settings)
+    async with running(app) as c:
+        resp = await c.post("/v1/translate", json={"texts": ["red house"]})
+        assert resp.status_code == 200, resp.text
+        model = app.state.engine.models[0]
+    want = f"+native-int8+{int8_weights()}+{native_step.isa()}+{native_step.version()}"
+    assert model.decoder_id.endswith(want)
+    assert len(native_step.version()) == 12
 
 
 def test_int8_is_refused_off_the_cpu() -> None:
