@@ -33,6 +33,16 @@ def step_case(
     return model, decoder, src, Neighbours.from_lists(pairs, pad_id=model.config.pad_id)
 
 
+def both_started(
+    model: SemiParametricModel, decoder: OrtDecoder, src: torch.Tensor, neighbours: Neighbours
+) -> tuple[list[Any], list[Any], torch.Tensor]:
+    """Both encoded and their caches made: (states, caches, BOS for each of `BEAMS` rows a
+    sentence), the float model's first."""
+    states = [m.encode(src, neighbours) for m in (model, decoder)]
+    caches = [m.init_cache(s) for m, s in zip((model, decoder), states, strict=True)]
+    return states, caches, torch.full((src.size(0) * BEAMS,), model.config.bos_id)
+
+
 def both_steps(
     model: SemiParametricModel,
     decoder: OrtDecoder,

@@ -18,7 +18,7 @@ from models.ort_decoder import OrtDecoder, _cpu_flags
 from models.quantize import resolve
 from models.semiparametric import Neighbours
 from models.translator import DecodeOptions, Translator
-from tests.models.step_case import BEAMS, both_steps, step_case
+from tests.models.step_case import BEAMS, both_started, both_steps, step_case
 from tests.toy import gloss, toy_pairs
 
 pytestmark = [
@@ -111,9 +111,7 @@ def test_each_step_gives_the_float_models_best_tokens(memory_bundle: Path) -> No
     rows = src.size(0) * k
     clear = 0
     with torch.inference_mode():
-        states = [m.encode(src, neighbours) for m in (model, native)]
-        caches = [m.init_cache(s) for m, s in zip((model, native), states, strict=True)]
-        tokens = torch.full((rows,), model.config.bos_id)
+        states, caches, tokens = both_started(model, native, src, neighbours)
         for step in range(5):
             want, got_lp, got_ids, ban = both_steps(model, native, states, caches, tokens, step, n)
             want_lp, want_ids = want.topk(n, dim=-1)

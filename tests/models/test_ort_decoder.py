@@ -27,7 +27,7 @@ from models.ort_decoder import (
 from models.quantize import resolve
 from models.semiparametric import MEMORY_MODES, Neighbours, SemiParametricModel
 from models.translator import DecodeOptions, Translator
-from tests.models.step_case import BEAMS, both_steps, step_case
+from tests.models.step_case import BEAMS, both_started, both_steps, step_case
 from tests.toy import gloss, toy_pairs
 
 pytestmark = pytest.mark.integration
@@ -57,15 +57,12 @@ def test_each_step_gives_pytorchs_best_tokens(memory_bundle: Path, mode: str) ->
     banned tokens never, EOS alone on a forced row), up to rounding; its gates too."""
     model, ort, src, neighbours = step_case(memory_bundle, mode, "ort")
     k, n = BEAMS, 6
-    rows = src.size(0) * k
     with torch.inference_mode():
-        states = [m.encode(src, neighbours) for m in (model, ort)]
+        states, caches, tokens = both_started(model, ort, src, neighbours)
         assert torch.allclose(states[0].memory, states[1].memory, atol=1e-5)
         assert torch.equal(states[0].retrieved_pad, states[1].retrieved_pad)
         real = ~states[0].retrieved_pad  # padding is masked, and zero from the packed encoder
         assert torch.allclose(states[0].retrieved[real], states[1].retrieved[real], atol=1e-5)
-        caches = [m.init_cache(s) for m, s in zip((model, ort), states, strict=True)]
-        tokens = torch.full((rows,), model.config.bos_id)
         for step in range(4):
             # the float model's log-probs constrained here; the graph is told the same
             want, got_lp, got_ids, _ = both_steps(model, ort, states, caches, tokens, step, n)
