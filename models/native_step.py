@@ -102,6 +102,21 @@ class _EncodeIO(ctypes.Structure):
     ]  # fmt: skip
 
 
+class _KeysValues(ctypes.Structure):
+    _fields_ = [
+        ("d", ctypes.c_int), ("heads", ctypes.c_int), ("d_head", ctypes.c_int),
+        ("n_layers", ctypes.c_int), ("kv", ctypes.POINTER(_QLinear)),
+    ]  # fmt: skip
+
+
+class _ProjectIO(ctypes.Structure):
+    _fields_ = [
+        ("groups", ctypes.c_int), ("len", ctypes.c_int), ("ldk", ctypes.c_int),
+        ("threads", ctypes.c_int), ("x", ctypes.c_void_p), ("lens", ctypes.c_void_p),
+        ("kt", ctypes.c_void_p), ("v", ctypes.c_void_p),
+    ]  # fmt: skip
+
+
 class _Model(ctypes.Structure):
     _fields_ = [
         ("d", ctypes.c_int), ("heads", ctypes.c_int), ("d_head", ctypes.c_int),
@@ -161,6 +176,7 @@ _ERRORS = {
     12: "the output is narrower than the longest length limit",
     13: "a repeat table's token id outside the vocabulary",
     14: "an empty batch",
+    15: "keys or values beyond half precision's range (65,504)",
 }
 
 
@@ -248,6 +264,8 @@ def library(arch: str | None = None) -> Any:
         lib.ragmt_repeat_bans.restype = ctypes.c_int
         lib.ragmt_encode.argtypes = [ctypes.POINTER(_Encoder), ctypes.POINTER(_EncodeIO)]
         lib.ragmt_encode.restype = ctypes.c_int
+        lib.ragmt_keys_values.argtypes = [ctypes.POINTER(_KeysValues), ctypes.POINTER(_ProjectIO)]
+        lib.ragmt_keys_values.restype = ctypes.c_int
         _loaded[arch] = lib
         return lib
 
@@ -563,6 +581,52 @@ class NativeEncoder:
         if status:
             raise ValueError(f"native encoder refused its input: {_ERRORS.get(status, status)}")
         return out
+
+
+class NativeKeysValues:
+    """Every decoder layer's keys and values of one attention (`attr`: "cross_attn" or
+    "memory_attn") as one C++ call, straight into the halves the native step reads
+    (`stack_keys`, `stack_values`), from the states' real rows only: ONNX Runtime's graph
+    projected every padded row, in floats, and converting them took as long again."""
+
+    def __init__(self, model: nn.Module, attr: str, arch: str | None = None) -> None:
+        self.arch = _arch(arch)
+        self.lib = library(self.arch)
+        self._w = w = _Weights(self.arch)
+        attentions = [getattr(layer, attr) for layer in model.decoder_layers]
+        self.heads, self.d_head = attentions[0].n_heads, attentions[0].d_head
+        self.d_model = model.config.d_model
+        built = [w.stacked([a.k_proj, a.v_proj]) for a in attentions]
+        self._kv = (_QLinear * len(built))(*built)
+        self.fields = _KeysValues(
+            d=self.d_model, heads=self.heads, d_head=self.d_head, n_layers=len(built),
+            kv=self._kv,
+        )  # fmt: skip
+
+    def __call__(
+        self, x: np.ndarray, pad: np.ndarray, threads: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Keys `(G, L, H, Dh, S')` and values `(G, L, H, S, Dh)` in half precision for states
+        `x` `(G, S, D)`, right-padded (`pad` `(G, S)` True at padding, after the tokens)."""
+        x = _c(np.ascontiguousarray(x))
+        if x.ndim != 3 or x.shape[2] != self.d_model or pad.shape != x.shape[:2]:
+            raise ValueError(f"native keys/values: x {x.shape} and padding {pad.shape} do not fit")
+        lens = (~pad).sum(axis=1, dtype=np.int32)
+        if not np.array_equal(pad, np.arange(pad.shape[1]) >= lens[:, None]):
+            raise ValueError("native keys/values: padding must follow each sentence's tokens")
+        g, s = pad.shape
+        ldk = -(-s // 16) * 16
+        layers = self.fields.n_layers
+        kt = np.empty((g, layers, self.heads, self.d_head, ldk), dtype=np.float16)
+        v = np.empty((g, layers, self.heads, s, self.d_head), dtype=np.float16)
+        io = _ProjectIO(
+            groups=g, len=s, ldk=ldk, threads=threads, x=_ptr(x), lens=_ptr(lens),
+            kt=_ptr(kt), v=_ptr(v),
+        )  # fmt: skip
+        status = self.lib.ragmt_keys_values(ctypes.byref(self.fields), ctypes.byref(io))
+        if status:
+            raise ValueError(f"native keys/values refused: {_ERRORS.get(status, status)}")
+        return kt, v
 
 
 class RepeatTables:

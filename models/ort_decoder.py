@@ -605,7 +605,8 @@ def _graphs(
     model: nn.Module, mode: str, weights: str | None, native: bool = False
 ) -> dict[str, bytes]:
     """Every graph `OrtDecoder` runs for `model`, by name, int8 with "ort-int8"; with `native`
-    neither the step graphs nor the source encoder's (the native library stands in for them).
+    neither the step graphs, the source encoder's nor the keys/values graphs (the native
+    library stands in for them).
 
     Kept for the last few models by their weights' digest: exporting and quantizing takes
     seconds, and a process that loads one bundle several times (tests, a reloading service)
@@ -619,14 +620,15 @@ def _graphs(
     def int8(graph: bytes) -> bytes:
         return graph if weights is None else _quantize(graph, weights)
 
-    graphs = {"cross_kv": int8(_kv_graph(model, "cross_attn"))}
+    graphs = {}
     if not native:
+        graphs["cross_kv"] = int8(_kv_graph(model, "cross_attn"))
         graphs["encoder"] = int8(_encoder_graph(model))
         graphs["step"] = int8(_step_graph(model, False))
     if getattr(model, "uses_memory", False):
         if not native:
             graphs["memory_step"] = int8(_step_graph(model, True))
-        graphs["memory_kv"] = int8(_kv_graph(model, "memory_attn"))
+            graphs["memory_kv"] = int8(_kv_graph(model, "memory_attn"))
         graphs["memory_encoder"] = int8(_memory_encoder_graph(model))
     _EXPORTED[key] = graphs
     while len(_EXPORTED) > 4:
@@ -706,7 +708,18 @@ class OrtDecoder(nn.Module):
             model, "ort" if mode == "ort" else "ort-int8", self.int8_weights, native=native
         )
         graphs = {name: _Graph(data, threads) for name, data in built.items()}
-        self._cross_kv = graphs["cross_kv"]
+        # the decoder layers' keys/values of the source (and the memory): graphs, or with
+        # native-int8 the native library's, straight into the halves its step reads
+        self._kv: dict[str, Any] = (
+            {
+                kind: native_step.NativeKeysValues(model, f"{kind}_attn")
+                for kind in (("cross", "memory") if self.uses_memory else ("cross",))
+            }
+            if native
+            else {
+                kind: graphs[f"{kind}_kv"] for kind in ("cross", "memory") if f"{kind}_kv" in graphs
+            }
+        )
         # A shallow copy whose encoder layers (and memory encoder) are graphs: its `encode`
         # is the model's own, embeddings, padding and neighbour handling included.
         encoder = copy.copy(model)
@@ -718,7 +731,6 @@ class OrtDecoder(nn.Module):
         )
         encoder._modules["encoder_layers"] = nn.ModuleList([stack])
         if self.uses_memory:
-            self._memory_kv = graphs["memory_kv"]
             uses_sources = model.memory_encoder.uses_sources
             memory = _OrtMemoryEncoder(graphs["memory_encoder"], uses_sources)
             encoder._modules["memory_encoder"] = memory
@@ -748,20 +760,20 @@ class OrtDecoder(nn.Module):
         are stacked in the first layer's dict, the keys transposed (`models.native_step`)."""
         layers: list[dict[str, Tensor]] = [{} for _ in range(len(self.float_model.decoder_layers))]
         first = layers[0]
-        kinds = {"cross": self._cross_kv.run({"x": state.memory.float().numpy()})}
+        states = {"cross": (state.memory, state.src_pad)}
         first["src_bias"] = _bias(state.src_pad)
         if self.uses_memory and state.retrieved.size(1) > 0:
-            kinds["memory"] = self._memory_kv.run({"x": state.retrieved.numpy()})
+            states["memory"] = (state.retrieved, state.retrieved_pad)
             first["mem_bias"] = _bias(state.retrieved_pad)
             first["has_memory"] = state.has_memory.float()[:, None, None]
-        for kind, kv in kinds.items():
+        for kind, (x, pad) in states.items():
+            x = x.float().contiguous().numpy()
             if self.native:
-                from models.native_step import stack_keys, stack_values
-
-                first[f"{kind}_kt"] = torch.from_numpy(stack_keys(kv[0::2]))
-                first[f"{kind}_v"] = torch.from_numpy(stack_values(kv[1::2]))
+                wide = int((~pad).sum()) >= PARALLEL_POSITIONS
+                kt, v = self._kv[kind](x, pad.numpy(), _budget(self.threads) if wide else 1)
+                first[f"{kind}_kt"], first[f"{kind}_v"] = torch.from_numpy(kt), torch.from_numpy(v)
             else:
-                _put(layers, kind, kv)
+                _put(layers, kind, self._kv[kind].run({"x": x}))
         keys = frozenset(k for c in layers for k in c)
         return _ReorderedCache(layers=layers, per_sentence=keys)
 

@@ -949,6 +949,136 @@ extern "C" int ragmt_encode(const Encoder* encoder, const EncodeIO* io) {
     return 0;
 }
 
+// --------------------------------------------------------------------------- keys and values
+
+extern "C" {
+
+// Every decoder layer's keys and values of one attention (the source's or the memory's).
+struct KeysValues {
+    int d, heads, d_head, n_layers;
+    const QLinear* kv;  // (n_layers): the keys' then the values' projection, n = 2 d
+};
+
+// States `x` (groups, len, d), each sentence's `lens` first rows real and the rest padding,
+// to the step's halves: keys transposed `kt` (groups, layers, heads, d_head, ldk), zero past a
+// sentence's keys, and values `v` (groups, layers, heads, len, d_head), zero past them.
+struct ProjectIO {
+    int groups, len, ldk, threads;
+    const float* x;
+    const int32_t* lens;
+    uint16_t* kt;
+    uint16_t* v;
+};
+
+}  // extern "C"
+
+namespace {
+
+constexpr float kHalfMax = 65504.f;
+
+// Float to IEEE half, to nearest even, where the CPU has no instruction for it (|f| <= the
+// largest half: the caller has checked).
+inline uint16_t float_to_half(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000;
+    x &= 0x7fffffff;
+    if (x >= 0x47800000) return sign | 0x7c00;  // beyond the halves: infinity
+    if (x < 0x38800000) {                        // a half subnormal (or zero): f / 2^-24
+        if (x < 0x33000000) return sign;
+        const uint32_t e = x >> 23, m = (x & 0x7fffff) | 0x800000;
+        const int shift = 126 - (int)e;
+        uint32_t r = m >> shift;
+        const uint32_t rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rest > half || (rest == half && (r & 1))) ++r;
+        return sign | r;
+    }
+    uint32_t r = x - 0x38000000;  // the exponent rebiased from 127 to 15
+    const uint32_t lower = r & 0x1fff;
+    r >>= 13;
+    if (lower > 0x1000 || (lower == 0x1000 && (r & 1))) ++r;
+    return sign | r;
+}
+
+// n floats (a multiple of 16) to halves.
+inline void store_halves(const float* x, int n, uint16_t* out) {
+    for (int i = 0; i < n; i += 16) {
+#if defined(__AVX512F__)
+        const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_storeu_si256((__m256i*)(out + i), h);
+#elif defined(__F16C__)
+        for (int k = 0; k < 16; k += 8) {
+            const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i + k), _MM_FROUND_TO_NEAREST_INT);
+            _mm_storeu_si128((__m128i*)(out + i + k), h);
+        }
+#else
+        for (int k = 0; k < 16; ++k) out[i + k] = float_to_half(x[i + k]);
+#endif
+    }
+}
+
+// `ragmt_keys_values` for sentences g0..g1; false when a key or value is beyond the halves.
+bool project_sentences(const KeysValues& kv, const ProjectIO& io, int g0, int g1) {
+    const int d = kv.d, dh = kv.d_head, H = kv.heads, L = kv.n_layers, S = io.len;
+    int rows = 0;
+    for (int g = g0; g < g1; ++g) rows += io.lens[g];
+    Lease lease;
+    Workspace& ws = *lease.ws;
+    // the sentences' real rows side by side, then each layer's keys and values of them all
+    float* x = room(ws.x, (size_t)std::max(rows, 1) * d);
+    float* y = room(ws.qkv, (size_t)std::max(rows, 1) * 2 * d);
+    float* t = room(ws.w, (size_t)dh * io.ldk);  // one head's keys, transposed, as floats
+    for (int g = g0, r = 0; g < g1; r += io.lens[g], ++g)
+        std::memcpy(x + (size_t)r * d, io.x + (size_t)g * S * d, sizeof(float) * io.lens[g] * d);
+    for (int l = 0; l < L; ++l) {
+        if (rows > 0) qlinear(kv.kv[l], x, rows, d, y, 2 * d, ws.scratch);
+        float lo = 0.f, hi = 0.f;
+        range_of(y, rows * 2 * d, lo, hi);
+        if (std::max(-lo, hi) > kHalfMax) return false;
+        for (int g = g0, r = 0; g < g1; r += io.lens[g], ++g) {
+            const int n = io.lens[g];
+            for (int h = 0; h < H; ++h) {
+                const size_t head = ((size_t)g * L + l) * H + h;
+                std::fill_n(t, (size_t)dh * io.ldk, 0.f);
+                for (int j = 0; j < n; ++j) {
+                    const float* k = y + (size_t)(r + j) * 2 * d + h * dh;
+                    for (int i = 0; i < dh; ++i) t[(size_t)i * io.ldk + j] = k[i];
+                }
+                store_halves(t, dh * io.ldk, io.kt + head * dh * io.ldk);
+                uint16_t* vo = io.v + head * S * dh;
+                for (int j = 0; j < n; ++j)
+                    store_halves(y + (size_t)(r + j) * 2 * d + d + h * dh, dh, vo + (size_t)j * dh);
+                std::fill(vo + (size_t)n * dh, vo + (size_t)S * dh, (uint16_t)0);
+            }
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+// The step's keys and values of states `io->x` (`ProjectIO`), which the decoding step then
+// reads: made here from the states' real rows only, straight into halves.
+extern "C" int ragmt_keys_values(const KeysValues* kv, const ProjectIO* io) {
+    if (io->groups <= 0 || io->len <= 0) return 14;
+    if (kv->d_head % kKeys || io->ldk < io->len || io->ldk % kKeys) return 6;
+    for (int g = 0; g < io->groups; ++g)
+        if (io->lens[g] < 0 || io->lens[g] > io->len) return 9;
+    const int parts = std::max(1, std::min(io->threads, io->groups));
+    std::vector<char> fits(parts, 1);
+    std::vector<std::thread> workers;
+    for (int k = 1; k < parts; ++k)
+        workers.emplace_back([&, k] {
+            fits[k] = project_sentences(*kv, *io, io->groups * k / parts,
+                                        io->groups * (k + 1) / parts);
+        });
+    fits[0] = project_sentences(*kv, *io, 0, io->groups / parts);
+    for (std::thread& w : workers) w.join();
+    for (char f : fits)
+        if (!f) return 15;
+    return 0;
+}
+
 // --------------------------------------------------------------------------- beam search
 
 extern "C" {
