@@ -102,6 +102,37 @@ class _EncodeIO(ctypes.Structure):
     ]  # fmt: skip
 
 
+class _MemoryLayer(ctypes.Structure):
+    _fields_ = [
+        ("self_norm", _Norm), ("cross_norm", _Norm), ("ffn_norm", _Norm), ("qkv", _QLinear),
+        ("self_out", _QLinear), ("cross_q", _QLinear), ("cross_kv", _QLinear),
+        ("cross_out", _QLinear), ("fc1", _QLinear), ("fc2", _QLinear),
+    ]  # fmt: skip
+
+
+class _MemoryEncoder(ctypes.Structure):
+    _fields_ = [
+        ("d", ctypes.c_int), ("heads", ctypes.c_int), ("d_head", ctypes.c_int),
+        ("vocab", ctypes.c_int), ("max_positions", ctypes.c_int), ("n_source", ctypes.c_int),
+        ("n_target", ctypes.c_int), ("conditioned", ctypes.c_int),
+        ("embed_scale", ctypes.c_float), ("embed", ctypes.c_void_p),
+        ("positions", ctypes.c_void_p), ("source_layers", ctypes.POINTER(_MemoryLayer)),
+        ("source_norm", _Norm), ("target_layers", ctypes.POINTER(_MemoryLayer)),
+        ("norm", _Norm),
+    ]  # fmt: skip
+
+
+class _MemoryIO(ctypes.Structure):
+    _fields_ = [
+        ("sentences", ctypes.c_int), ("slots", ctypes.c_int), ("src_width", ctypes.c_int),
+        ("tgt_width", ctypes.c_int), ("len", ctypes.c_int), ("width", ctypes.c_int),
+        ("threads", ctypes.c_int), ("src", ctypes.c_void_p), ("tgt", ctypes.c_void_p),
+        ("src_lens", ctypes.c_void_p), ("tgt_lens", ctypes.c_void_p),
+        ("context", ctypes.c_void_p), ("context_lens", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+    ]  # fmt: skip
+
+
 class _KeysValues(ctypes.Structure):
     _fields_ = [
         ("d", ctypes.c_int), ("heads", ctypes.c_int), ("d_head", ctypes.c_int),
@@ -177,6 +208,7 @@ _ERRORS = {
     13: "a repeat table's token id outside the vocabulary",
     14: "an empty batch",
     15: "keys or values beyond half precision's range (65,504)",
+    16: "a neighbour has a target but an empty source",
 }
 
 
@@ -266,6 +298,11 @@ def library(arch: str | None = None) -> Any:
         lib.ragmt_encode.restype = ctypes.c_int
         lib.ragmt_keys_values.argtypes = [ctypes.POINTER(_KeysValues), ctypes.POINTER(_ProjectIO)]
         lib.ragmt_keys_values.restype = ctypes.c_int
+        lib.ragmt_encode_memory.argtypes = [
+            ctypes.POINTER(_MemoryEncoder),
+            ctypes.POINTER(_MemoryIO),
+        ]
+        lib.ragmt_encode_memory.restype = ctypes.c_int
         _loaded[arch] = lib
         return lib
 
@@ -581,6 +618,111 @@ class NativeEncoder:
         if status:
             raise ValueError(f"native encoder refused its input: {_ERRORS.get(status, status)}")
         return out
+
+
+def _lengths(ids: np.ndarray, pad_id: int, what: str) -> np.ndarray:
+    """Each row's token count `(...)` int32 of right-padded ids `(..., L)`: tokens first."""
+    real = ids != pad_id
+    lens = real.sum(axis=-1, dtype=np.int32)
+    if not np.array_equal(real, np.arange(ids.shape[-1]) < lens[..., None]):
+        raise ValueError(f"native memory encoder: the {what} must be right-padded")
+    return lens
+
+
+class NativeMemoryEncoder:
+    """A memory model's `MemoryEncoder` ("cstm", "ctm" or "tm") as one C++ call on each
+    sentence's retrieved pairs, embedding included, which returns the memory packed as the
+    decoder reads it (`SemiParametricModel.encode`'s `_pack`): each sentence's present
+    targets one after the other, in slot order. It computes real tokens only, with the step's
+    int8 products."""
+
+    def __init__(self, model: nn.Module, arch: str | None = None) -> None:
+        self.arch = _arch(arch)
+        self.lib = library(self.arch)
+        self._w = w = _Weights(self.arch)
+        e = model.memory_encoder
+        c = model.config
+        first = e.target_layers[0].self_attn
+        self.d_model, self.pad_id = c.d_model, c.pad_id
+        self.uses_sources = e.uses_sources
+        positions = w.hold(_f32(ort_decoder._position_table(model.positions)))
+        sources = [self._layer(layer) for layer in e.source_layers or []]
+        targets = [self._layer(layer) for layer in e.target_layers]
+        self._layers = (
+            (_MemoryLayer * max(len(sources), 1))(*sources),
+            (_MemoryLayer * len(targets))(*targets),
+        )
+        self.fields = _MemoryEncoder(
+            d=c.d_model, heads=first.n_heads, d_head=first.d_head, vocab=c.vocab_size,
+            max_positions=positions.shape[0], n_source=len(sources), n_target=len(targets),
+            conditioned=int(e.conditioned), embed_scale=float(model.embed_scale),
+            embed=_ptr(w.hold(_f32(model.embed.weight))), positions=_ptr(positions),
+            source_layers=self._layers[0],
+            source_norm=w.norm(e.source_norm) if e.source_norm is not None else _Norm(),
+            target_layers=self._layers[1], norm=w.norm(e.norm),
+        )  # fmt: skip
+
+    def _layer(self, layer: nn.Module) -> _MemoryLayer:
+        w, a = self._w, layer.self_attn
+        out = _MemoryLayer(
+            self_norm=w.norm(layer.self_attn_norm), ffn_norm=w.norm(layer.ffn_norm),
+            qkv=w.stacked([a.q_proj, a.k_proj, a.v_proj]),
+            self_out=w.linear(a.out_proj.weight, a.out_proj.bias),
+            fc1=w.linear(layer.ffn.fc1.weight, layer.ffn.fc1.bias),
+            fc2=w.linear(layer.ffn.fc2.weight, layer.ffn.fc2.bias),
+        )  # fmt: skip
+        if hasattr(layer, "cross_attn"):
+            c = layer.cross_attn
+            out.cross_norm = w.norm(layer.cross_attn_norm)
+            out.cross_q = w.linear(c.q_proj.weight, c.q_proj.bias)
+            out.cross_kv = w.stacked([c.k_proj, c.v_proj])
+            out.cross_out = w.linear(c.out_proj.weight, c.out_proj.bias)
+        return out
+
+    def __call__(
+        self,
+        src: np.ndarray,
+        tgt: np.ndarray,
+        context: np.ndarray,
+        context_pad: np.ndarray,
+        threads: int = 1,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The packed memory `(B, M, D)` and its padding `(B, M)` for retrieved pairs `src`
+        `(B, N, Ls)` and `tgt` `(B, N, Lt)` (int64 ids, right-padded; a slot without target
+        tokens is absent) and the sentences' encodings `context` `(B, S, D)`, right-padded
+        (`context_pad` `(B, S)`). M is the most target tokens of any sentence."""
+        tgt = _c(np.ascontiguousarray(tgt), np.int64)
+        src = _c(np.ascontiguousarray(src), np.int64)
+        context = _c(np.ascontiguousarray(context))
+        b = tgt.shape[0]
+        if tgt.ndim != 3 or src.shape[:2] != tgt.shape[:2] or context.shape[0] != b:
+            raise ValueError(
+                f"native memory encoder: sources {src.shape}, targets {tgt.shape} and "
+                f"context {context.shape} do not fit"
+            )
+        if context.shape[2:] != (self.d_model,) or context_pad.shape != context.shape[:2]:
+            raise ValueError(f"native memory encoder: context {context.shape} does not fit")
+        tgt_lens = _lengths(tgt, self.pad_id, "retrieved targets")
+        src_lens = _lengths(src, self.pad_id, "retrieved sources")
+        context_lens = _lengths(
+            np.where(context_pad, self.pad_id, self.pad_id + 1), self.pad_id, "context"
+        )
+        totals = tgt_lens.sum(axis=1)
+        width = int(totals.max()) if b else 0
+        out = np.empty((b, width, self.d_model), dtype=np.float32)
+        pad = np.arange(width) >= totals[:, None]
+        if width == 0:
+            return out, pad
+        io = _MemoryIO(
+            sentences=b, slots=tgt.shape[1], src_width=src.shape[2], tgt_width=tgt.shape[2],
+            len=context.shape[1], width=width, threads=threads, src=_ptr(src), tgt=_ptr(tgt),
+            src_lens=_ptr(src_lens), tgt_lens=_ptr(tgt_lens), context=_ptr(context),
+            context_lens=_ptr(context_lens), out=_ptr(out),
+        )  # fmt: skip
+        status = self.lib.ragmt_encode_memory(ctypes.byref(self.fields), ctypes.byref(io))
+        if status:
+            raise ValueError(f"native memory encoder refused: {_ERRORS.get(status, status)}")
+        return out, pad
 
 
 class NativeKeysValues:

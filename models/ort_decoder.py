@@ -591,6 +591,37 @@ class _OrtMemoryEncoder(nn.Module):
         return torch.from_numpy(self.graph.run(feed)[0])
 
 
+class _NativeMemoryEncoder(nn.Module):
+    """Stands in for a memory model's `MemoryEncoder` with the native library's
+    (`models.native_step.NativeMemoryEncoder`): every neighbour of a batch in one call, the
+    memory returned packed (`SemiParametricModel.encode` reads `encodes_all`)."""
+
+    encodes_all = True
+    packs = True
+
+    def __init__(self, encoder: Any, threads: int | None) -> None:
+        super().__init__()
+        self.encoder, self.threads = encoder, threads
+        self.uses_sources = encoder.uses_sources
+
+    def encode_all(self, neighbours: Any, base: EncoderState) -> tuple[Tensor, Tensor]:
+        """The packed memory `(B, M, D)` and its padding `(B, M)` of `neighbours` for the
+        sentences encoded as `base`."""
+        tokens = int(neighbours.tgt.ne(self.encoder.pad_id).sum())
+        threads = _budget(self.threads) if tokens >= PARALLEL_POSITIONS else 1
+        out, pad = self.encoder(
+            neighbours.src.numpy(),
+            neighbours.tgt.numpy(),
+            base.memory.float().numpy(),
+            base.src_pad.numpy(),
+            threads,
+        )
+        return torch.from_numpy(out), torch.from_numpy(pad)
+
+    def forward(self, *inputs: Any) -> Tensor:
+        raise NotImplementedError("the native memory encoder encodes a batch at once: encode_all")
+
+
 def _packed(side: str, name: str, x: Tensor, pad: Tensor) -> dict[str, np.ndarray]:
     """`_PackedMemoryEncoder`'s four inputs of one side for `x (P, L, D)`, padding `(P, L)`."""
     padding = pad.numpy()
@@ -605,8 +636,7 @@ def _graphs(
     model: nn.Module, mode: str, weights: str | None, native: bool = False
 ) -> dict[str, bytes]:
     """Every graph `OrtDecoder` runs for `model`, by name, int8 with "ort-int8"; with `native`
-    neither the step graphs, the source encoder's nor the keys/values graphs (the native
-    library stands in for them).
+    none (the native library stands in for the steps, the encoders and the keys/values).
 
     Kept for the last few models by their weights' digest: exporting and quantizing takes
     seconds, and a process that loads one bundle several times (tests, a reloading service)
@@ -625,10 +655,9 @@ def _graphs(
         graphs["cross_kv"] = int8(_kv_graph(model, "cross_attn"))
         graphs["encoder"] = int8(_encoder_graph(model))
         graphs["step"] = int8(_step_graph(model, False))
-    if getattr(model, "uses_memory", False):
-        if not native:
-            graphs["memory_step"] = int8(_step_graph(model, True))
-            graphs["memory_kv"] = int8(_kv_graph(model, "memory_attn"))
+    if getattr(model, "uses_memory", False) and not native:
+        graphs["memory_step"] = int8(_step_graph(model, True))
+        graphs["memory_kv"] = int8(_kv_graph(model, "memory_attn"))
         graphs["memory_encoder"] = int8(_memory_encoder_graph(model))
     _EXPORTED[key] = graphs
     while len(_EXPORTED) > 4:
@@ -732,8 +761,11 @@ class OrtDecoder(nn.Module):
         encoder._modules["encoder_layers"] = nn.ModuleList([stack])
         if self.uses_memory:
             uses_sources = model.memory_encoder.uses_sources
-            memory = _OrtMemoryEncoder(graphs["memory_encoder"], uses_sources)
-            encoder._modules["memory_encoder"] = memory
+            encoder._modules["memory_encoder"] = (
+                _NativeMemoryEncoder(native_step.NativeMemoryEncoder(model), threads)
+                if native
+                else _OrtMemoryEncoder(graphs["memory_encoder"], uses_sources)
+            )
         kinds = (False, True) if self.uses_memory else (False,)
         if native:
             self._steps: dict[bool, Any] = {m: native_step.NativeStep(model, m) for m in kinds}

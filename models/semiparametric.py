@@ -200,6 +200,9 @@ class MemoryEncoder(nn.Module):
     # Pads each group of neighbours to its widest (`SemiParametricModel.encode` groups them
     # by length); ONNX Runtime's stand-in packs their real tokens and takes them all at once.
     packs = False
+    # A stand-in that encodes every neighbour of a batch in one call and returns the memory
+    # packed (`encode_all`, the native library's) sets this.
+    encodes_all = False
 
     def __init__(self, cfg: SemiParametricConfig) -> None:
         super().__init__()
@@ -448,6 +451,9 @@ class SemiParametricModel(Transformer):
         tgt = neighbours.tgt.reshape(b * n, lt)
         tgt_pad = tgt.eq(c.pad_id)  # (B*N, Lt)
         present = (~tgt_pad).any(dim=1).nonzero().squeeze(1)  # (P,) slots with a target
+        if getattr(self.memory_encoder, "encodes_all", False) and present.numel() > 0:
+            retrieved, retrieved_pad = self.memory_encoder.encode_all(neighbours, base)
+            return self._state(base, retrieved, retrieved_pad)
         if present.numel() == 0:
             retrieved = base.memory.new_zeros(b, n * lt, d)
         else:
@@ -474,6 +480,10 @@ class SemiParametricModel(Transformer):
                 retrieved[slots, : enc.size(1)] = enc
             retrieved = retrieved.view(b, n * lt, d)  # absent slots and padding stay zero
         retrieved, retrieved_pad = _pack(retrieved, tgt_pad.view(b, n * lt))
+        return self._state(base, retrieved, retrieved_pad)
+
+    @staticmethod
+    def _state(base: EncoderState, retrieved: Tensor, retrieved_pad: Tensor) -> SemiParametricState:
         has_memory = (~retrieved_pad).any(dim=1)
         return SemiParametricState(
             memory=base.memory,

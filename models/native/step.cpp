@@ -578,6 +578,7 @@ void grouped_attention(const Model& m, int layer, const float* q, int ldq,
 struct Workspace {
     Scratch scratch;
     std::vector<float> x, h, y, qkv, ctx, cq, cs, cm, gates, ffn, logits, w;
+    std::vector<float> xs, ns, kv;  // the memory encoder's retrieved sources, and a context's
 };
 
 // Workspaces not in use, for the next step on any thread: the threads that share a wide step
@@ -615,6 +616,29 @@ void feed_forward(const Norm& norm, const QLinear& fc1, const QLinear& fc2, floa
     for (size_t i = 0; i < inner; ++i) ffn[i] = std::max(ffn[i], 0.f);
     qlinear(fc2, ffn, rows, fc1.n, y, d, ws.scratch);
     for (size_t i = 0; i < rd; ++i) x[i] += y[i];
+}
+
+// Attention of `nq` query rows (`q`, stride `ldq`) to `nk` >= 1 rows of keys (at `kv`) and
+// values (at `kv + d`, stride `ldkv`), every head, into `ctx` (nq, d). Each head's keys are
+// transposed into the workspace first (see `attend_rows`).
+void attend_block(const float* q, int ldq, int nq, const float* kv, int ldkv, int nk, int d,
+                  int heads, int dh, float* ctx, Workspace& ws) {
+    const int ldk = (nk + kKeys - 1) / kKeys * kKeys;
+    float* kt = room(ws.cq, (size_t)dh * ldk);
+    float* vs = room(ws.cs, (size_t)nk * dh);
+    float* sr = room(ws.w, (size_t)4 * ldk);
+    const float scale = 1.f / std::sqrt((float)dh);
+    for (int hd = 0; hd < heads; ++hd) {
+        std::fill_n(kt, (size_t)dh * ldk, 0.f);
+        for (int j = 0; j < nk; ++j) {
+            const float* k = kv + (size_t)j * ldkv + hd * dh;
+            for (int i = 0; i < dh; ++i) kt[(size_t)i * ldk + j] = k[i];
+            std::memcpy(vs + (size_t)j * dh, k + d, sizeof(float) * dh);
+        }
+        for (int r0 = 0; r0 < nq; r0 += 4)
+            attend_some(std::min(4, nq - r0), q + (size_t)r0 * ldq + hd * dh, ldq, kt, ldk, vs,
+                        nullptr, nk, dh, scale, sr, ctx + (size_t)r0 * d + hd * dh, d);
+    }
 }
 
 // The step for sentences g0..g1 of `all` (their rows r0.. = g0 * beams..), histories made.
@@ -887,42 +911,22 @@ void encode_sentences(const Encoder& e, const EncodeIO& io, int b0, int b1) {
     Scratch& s = ws.scratch;
     const size_t rd = (size_t)rows * d;
     float* x = io.x + (size_t)b0 * S * d;
-    float* h = room(ws.h, rd);
     float* y = room(ws.y, rd);
     float* qkv = room(ws.qkv, 3 * rd);
     float* ctx = room(ws.ctx, rd);
-    const int ldk = (S + kKeys - 1) / kKeys * kKeys;
-    float* kt = room(ws.cq, (size_t)dh * ldk);  // one head's keys, transposed
-    float* vs = room(ws.cs, (size_t)S * dh);    // its values
-    float* sr = room(ws.w, (size_t)4 * ldk);
-    const float scale = 1.f / std::sqrt((float)dh);
     for (int l = 0; l < e.n_layers; ++l) {
         const EncoderLayer& L = e.layers[l];
+        float* h = room(ws.h, rd);
         layer_norm(L.self_norm, x, rows, d, h);
         qlinear(L.qkv, h, rows, d, qkv, 3 * d, s);
         for (int b = 0; b < b1 - b0; ++b) {
             const int n = io.lengths[b0 + b];
             const float* qb = qkv + (size_t)b * S * 3 * d;
             float* cb = ctx + (size_t)b * S * d;
-            if (n == 0) {
+            if (n == 0)
                 std::fill_n(cb, (size_t)S * d, 0.f);
-                continue;
-            }
-            for (int hd = 0; hd < H; ++hd) {
-                std::fill_n(kt, (size_t)dh * ldk, 0.f);
-                for (int j = 0; j < n; ++j) {
-                    const float* k = qb + (size_t)j * 3 * d + d + hd * dh;
-                    const float* v = qb + (size_t)j * 3 * d + 2 * d + hd * dh;
-                    for (int i = 0; i < dh; ++i) kt[(size_t)i * ldk + j] = k[i];
-                    std::memcpy(vs + (size_t)j * dh, v, sizeof(float) * dh);
-                }
-                for (int r0 = 0; r0 < S; r0 += 4) {
-                    const float* q = qb + (size_t)r0 * 3 * d + hd * dh;
-                    float* o = cb + (size_t)r0 * d + hd * dh;
-                    attend_some(std::min(4, S - r0), q, 3 * d, kt, ldk, vs, nullptr, n, dh, scale,
-                                sr, o, d);
-                }
-            }
+            else
+                attend_block(qb, 3 * d, S, qb + d, 3 * d, n, d, H, dh, cb, ws);
         }
         qlinear(L.self_out, ctx, rows, d, y, d, s);
         for (size_t i = 0; i < rd; ++i) x[i] += y[i];
@@ -945,6 +949,200 @@ extern "C" int ragmt_encode(const Encoder* encoder, const EncodeIO* io) {
         workers.emplace_back(encode_sentences, std::cref(e), std::cref(*io),
                              io->batch * k / parts, io->batch * (k + 1) / parts);
     encode_sentences(e, *io, 0, io->batch / parts);
+    for (std::thread& w : workers) w.join();
+    return 0;
+}
+
+// --------------------------------------------------------------------------- memory encoder
+
+extern "C" {
+
+// A memory encoder layer (models/semiparametric.py's `ConditionedEncoderLayer`): pre-norm
+// self-attention, cross-attention to a context, feed-forward. Without a context (the "tm"
+// memory) the cross-attention's fields are unused.
+struct MemoryLayer {
+    Norm self_norm, cross_norm, ffn_norm;
+    QLinear qkv, self_out, cross_q, cross_kv, cross_out, fc1, fc2;
+};
+
+// `MemoryEncoder`: source layers (the "cstm" memory; n_source 0 otherwise) over each
+// retrieved source with the query sentence as context, then target layers over each retrieved
+// target with the retrieved source (after `source_norm`) as context, or the query sentence
+// without source layers ("ctm"), or no context (`conditioned` 0, "tm"); then `norm`.
+struct MemoryEncoder {
+    int d, heads, d_head, vocab, max_positions, n_source, n_target, conditioned;
+    float embed_scale;
+    const float* embed;      // (vocab, d)
+    const float* positions;  // (max_positions, d)
+    const MemoryLayer* source_layers;
+    Norm source_norm;
+    const MemoryLayer* target_layers;
+    Norm norm;
+};
+
+// Each sentence's retrieved pairs (`slots` of them, token ids right-padded) and its encoding
+// `context` (sentences, len, d), its first `context_lens` rows real, in; out (sentences,
+// width, d): each sentence's present targets (tgt_lens > 0) encoded, one after the other in
+// slot order, zeros after; `width` at least the most target tokens of any sentence.
+struct MemoryIO {
+    int sentences, slots, src_width, tgt_width, len, width, threads;
+    const int64_t* src;       // (sentences, slots, src_width)
+    const int64_t* tgt;       // (sentences, slots, tgt_width)
+    const int32_t* src_lens;  // (sentences, slots)
+    const int32_t* tgt_lens;  // (sentences, slots)
+    const float* context;
+    const int32_t* context_lens;  // (sentences)
+    float* out;
+};
+
+}  // extern "C"
+
+namespace {
+
+// A sentence's present slots: where each one's tokens start among its rows, and how many.
+struct Runs {
+    std::vector<int> start, count;
+    int rows = 0;
+    void add(int n) {
+        start.push_back(rows);
+        count.push_back(n);
+        rows += n;
+    }
+};
+
+// Rows of token ids `ids` (one run per slot, `width` apart) embedded as `_embed` does:
+// embedding times its scale plus the position within the slot.
+void embed_runs(const MemoryEncoder& e, const int64_t* ids, int width, const std::vector<int>& slot,
+                const Runs& runs, float* x) {
+    const int d = e.d;
+    for (size_t p = 0; p < slot.size(); ++p)
+        for (int j = 0; j < runs.count[p]; ++j) {
+            const float* em = e.embed + (size_t)ids[(size_t)slot[p] * width + j] * d;
+            const float* pos = e.positions + (size_t)j * d;
+            float* xr = x + (size_t)(runs.start[p] + j) * d;
+            for (int i = 0; i < d; ++i) xr[i] = em[i] * e.embed_scale + pos[i];
+        }
+}
+
+// One memory layer in place on rows `x` (each run a slot attending to itself); the context of
+// slot p: rows of `context` (keys/values projected here), the whole of it when `per_slot` is
+// null, else slot p's run of `per_slot`. No context: `context` null.
+void memory_layer(const MemoryEncoder& e, const MemoryLayer& L, float* x, const Runs& runs,
+                  const float* context, int context_rows, const Runs* per_slot, Workspace& ws) {
+    const int d = e.d, H = e.heads, dh = e.d_head, rows = runs.rows;
+    const size_t rd = (size_t)rows * d;
+    Scratch& s = ws.scratch;
+    float* h = room(ws.h, rd);
+    float* qkv = room(ws.qkv, 3 * rd);
+    float* ctx = room(ws.ctx, rd);
+    float* y = room(ws.y, rd);
+    layer_norm(L.self_norm, x, rows, d, h);
+    qlinear(L.qkv, h, rows, d, qkv, 3 * d, s);
+    for (size_t p = 0; p < runs.start.size(); ++p) {
+        const float* qp = qkv + (size_t)runs.start[p] * 3 * d;
+        attend_block(qp, 3 * d, runs.count[p], qp + d, 3 * d, runs.count[p], d, H, dh,
+                     ctx + (size_t)runs.start[p] * d, ws);
+    }
+    qlinear(L.self_out, ctx, rows, d, y, d, s);
+    for (size_t i = 0; i < rd; ++i) x[i] += y[i];
+    if (context != nullptr) {
+        float* kv = room(ws.kv, (size_t)context_rows * 2 * d);
+        qlinear(L.cross_kv, context, context_rows, d, kv, 2 * d, s);
+        layer_norm(L.cross_norm, x, rows, d, h);
+        float* q = room(ws.cm, rd);
+        qlinear(L.cross_q, h, rows, d, q, d, s);
+        for (size_t p = 0; p < runs.start.size(); ++p) {
+            const int k0 = per_slot ? per_slot->start[p] : 0;
+            const int nk = per_slot ? per_slot->count[p] : context_rows;
+            attend_block(q + (size_t)runs.start[p] * d, d, runs.count[p], kv + (size_t)k0 * 2 * d,
+                         2 * d, nk, d, H, dh, ctx + (size_t)runs.start[p] * d, ws);
+        }
+        qlinear(L.cross_out, ctx, rows, d, y, d, s);
+        for (size_t i = 0; i < rd; ++i) x[i] += y[i];
+    }
+    feed_forward(L.ffn_norm, L.fc1, L.fc2, x, rows, d, ws);
+}
+
+// The memory encoder for sentences b0..b1 of `io`.
+void encode_memories(const MemoryEncoder& e, const MemoryIO& io, int b0, int b1) {
+    const int d = e.d, N = io.slots;
+    Lease lease;
+    Workspace& ws = *lease.ws;
+    for (int b = b0; b < b1; ++b) {
+        std::vector<int> slot;
+        Runs sources, targets;
+        for (int p = 0; p < N; ++p) {
+            const int at = b * N + p;
+            if (io.tgt_lens[at] == 0) continue;  // an absent slot
+            slot.push_back(at);
+            targets.add(io.tgt_lens[at]);
+            sources.add(e.n_source ? io.src_lens[at] : 0);
+        }
+        float* out = io.out + (size_t)b * io.width * d;
+        std::fill_n(out, (size_t)io.width * d, 0.f);
+        if (targets.rows == 0) continue;
+        const float* query = io.context + (size_t)b * io.len * d;
+        const int query_rows = io.context_lens[b];
+        const float* context = e.conditioned && query_rows > 0 ? query : nullptr;
+        const Runs* per_slot = nullptr;
+        int context_rows = query_rows;
+        if (e.n_source) {
+            float* xs = room(ws.xs, (size_t)sources.rows * d);
+            embed_runs(e, io.src, io.src_width, slot, sources, xs);
+            for (int l = 0; l < e.n_source; ++l)
+                memory_layer(e, e.source_layers[l], xs, sources, query_rows > 0 ? query : nullptr,
+                             query_rows, nullptr, ws);
+            float* ns = room(ws.ns, (size_t)sources.rows * d);
+            layer_norm(e.source_norm, xs, sources.rows, d, ns);
+            context = ns;  // each target attends to its own retrieved source
+            context_rows = sources.rows;
+            per_slot = &sources;
+        }
+        float* xt = room(ws.x, (size_t)targets.rows * d);
+        embed_runs(e, io.tgt, io.tgt_width, slot, targets, xt);
+        for (int l = 0; l < e.n_target; ++l)
+            memory_layer(e, e.target_layers[l], xt, targets, e.conditioned ? context : nullptr,
+                         context_rows, per_slot, ws);
+        layer_norm(e.norm, xt, targets.rows, d, out);
+    }
+}
+
+}  // namespace
+
+// The memory encoder (`MemoryEncoder`) on each sentence's retrieved pairs, their real tokens
+// only, with the step's int8 products: the padding that a batch lays its neighbours out in
+// was about half of ONNX Runtime's work, and its graph's operators most of the rest at batch 1.
+extern "C" int ragmt_encode_memory(const MemoryEncoder* encoder, const MemoryIO* io) {
+    const MemoryEncoder& e = *encoder;
+    if (io->sentences <= 0) return 14;
+    if (e.d_head % kKeys || e.d_head > kKeys * kMaxChunks) return 6;
+    for (int b = 0; b < io->sentences; ++b) {
+        if (io->context_lens[b] < 0 || io->context_lens[b] > io->len) return 9;
+        int total = 0;
+        for (int p = 0; p < io->slots; ++p) {
+            const int at = b * io->slots + p, nt = io->tgt_lens[at], ns = io->src_lens[at];
+            if (nt < 0 || nt > io->tgt_width || ns < 0 || ns > io->src_width) return 9;
+            if (nt > 0 && e.n_source && ns == 0) return 16;
+            if (std::max(nt, e.n_source ? ns : 0) > e.max_positions) return 2;
+            for (int j = 0; j < nt; ++j)
+                if (io->tgt[(size_t)at * io->tgt_width + j] < 0 ||
+                    io->tgt[(size_t)at * io->tgt_width + j] >= e.vocab)
+                    return 4;
+            for (int j = 0; nt > 0 && e.n_source && j < ns; ++j)
+                if (io->src[(size_t)at * io->src_width + j] < 0 ||
+                    io->src[(size_t)at * io->src_width + j] >= e.vocab)
+                    return 4;
+            total += nt;
+        }
+        if (total > io->width) return 7;
+    }
+    // sentences are independent (each row quantized alone): a wide call splits them
+    const int parts = std::max(1, std::min(io->threads, io->sentences));
+    std::vector<std::thread> workers;
+    for (int k = 1; k < parts; ++k)
+        workers.emplace_back(encode_memories, std::cref(e), std::cref(*io),
+                             io->sentences * k / parts, io->sentences * (k + 1) / parts);
+    encode_memories(e, *io, 0, io->sentences / parts);
     for (std::thread& w : workers) w.join();
     return 0;
 }

@@ -4,6 +4,7 @@ under beam search's constraints, and "native-int8" still translates the toy task
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from models.bundle import load_bundle
 from models.decoding import RepeatBan, Repeats, beam_search
 from models.ort_decoder import OrtDecoder, _cpu_flags
 from models.quantize import resolve
-from models.semiparametric import Neighbours
+from models.semiparametric import MEMORY_MODES, Neighbours, SemiParametricModel
 from models.translator import DecodeOptions, Translator
 from tests.models.step_case import BEAMS, both_started, both_steps, step_case
 from tests.toy import gloss, toy_pairs
@@ -391,6 +392,55 @@ def test_the_native_keys_values_are_the_int8_projection_in_halves(
         native((x * 1e6).numpy(), pad.numpy())
     with pytest.raises(ValueError, match="padding must follow"):
         native(x.numpy(), np.flip(pad.numpy(), axis=1).copy())
+
+
+@pytest.mark.parametrize("mode", MEMORY_MODES)
+def test_the_native_memory_encoder_is_the_memory_encoder(memory_bundle: Path, mode: str) -> None:
+    """Neighbours of very different lengths, a sentence without any: native-int8's memory
+    (one C++ call, packed) is the float model's within int8's error, with the same padding;
+    a sentence encoded alone gets the same memory bit for bit, and so do two threads; bad
+    neighbours are refused with a reason."""
+    config = dataclasses.replace(load_bundle(memory_bundle).model.config, memory_mode=mode)
+    torch.manual_seed(1)
+    model = SemiParametricModel(config).eval()
+    native = OrtDecoder(model, "native-int8")
+    g = torch.Generator().manual_seed(2)
+    pairs = []
+    for i in range(7):
+        lengths = torch.randint(1, 17, (4, 2), generator=g).tolist()
+        pairs.append(
+            [] if i == 3 else [(list(range(4, 4 + a)), list(range(9, 9 + b))) for a, b in lengths]
+        )
+    neighbours = Neighbours.from_lists(pairs, pad_id=config.pad_id)
+    src = torch.randint(4, config.vocab_size, (7, 9), generator=g)
+    src[::2, 6:] = config.pad_id
+    with torch.inference_mode():
+        want, got = model.encode(src, neighbours), native.encode(src, neighbours)
+        assert torch.equal(got.retrieved_pad, want.retrieved_pad)
+        assert torch.equal(got.has_memory, want.has_memory) and not bool(got.has_memory[3])
+        real = ~want.retrieved_pad[..., None]  # the float model leaves padding unspecified
+        err = ((got.retrieved - want.retrieved) * real).abs().max()
+        assert err <= 0.05 * want.retrieved.abs().max(), err
+        assert not got.retrieved[~real.expand_as(got.retrieved)].any()  # natively zeros
+        alone = native.encode(src[5:6], Neighbours(neighbours.src[5:6], neighbours.tgt[5:6]))
+        width = alone.retrieved.size(1)
+        assert torch.equal(alone.retrieved[0], got.retrieved[5, :width])
+        encoder = native._encoder.memory_encoder.encoder
+        args = (neighbours.src.numpy(), neighbours.tgt.numpy(), got.memory.numpy(), got.src_pad)
+        one, two = encoder(*args, threads=1), encoder(*args, threads=2)
+        assert np.array_equal(one[0], two[0]) and np.array_equal(one[0], got.retrieved.numpy())
+        flipped = np.flip(neighbours.tgt.numpy(), axis=2).copy()
+        with pytest.raises(ValueError, match="right-padded"):
+            encoder(args[0], flipped, *args[2:])
+        wrong = neighbours.tgt.numpy().copy()
+        wrong[0, 0, 0] = config.vocab_size
+        with pytest.raises(ValueError, match="outside the vocabulary"):
+            encoder(args[0], wrong, *args[2:])
+        if mode == "cstm":
+            no_source = neighbours.src.numpy().copy()
+            no_source[0, 1] = config.pad_id
+            with pytest.raises(ValueError, match="a target but an empty source"):
+                encoder(no_source, *args[1:])
 
 
 def test_bad_input_is_refused_with_a_reason(bundle: Path) -> None:
