@@ -21,6 +21,12 @@ alternating the two is what makes a 5-10% difference visible.
 - `search`: with the native step, beam search in the native library too (one call a batch)
   against beam search's Python loop calling the native step each step; the translations
   must be the same.
+- `memory`: with everything else native, the memory encoder in the native library too (one
+  call a batch, embedding to packed memory) against ONNX Runtime's int8 graph of it (the code
+  before); each quantizes differently, so some translations differ, counted.
+- `keys`: with everything else native, the decoder's source and memory keys/values made by
+  the native library straight into halves against ONNX Runtime's int8 graph then PyTorch's
+  conversion to halves (the code before); some translations differ, counted.
 - `groups`: a large batch's neighbours encoded in length groups
   (`models.semiparametric.PACKED_GROUPS`) against one call for them all (the code before);
   each call quantizes its activations with its own scale, so some translations differ.
@@ -37,6 +43,7 @@ import functools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,7 +51,7 @@ import torch
 from benchmarks._common import int8_weights_as, machine, pct, run_fields, write_record
 from index_builder.retrieval.serving import retrieve_with, store_encoder
 from index_builder.store import load_retriever, open_store
-from models import decoding, ort_decoder, pipeline, semiparametric
+from models import decoding, native_step, ort_decoder, pipeline, semiparametric
 from models.bundle import load_bundle
 from models.data import read_lines
 from models.layers import DecoderCache
@@ -76,6 +83,34 @@ def _ort_encoder(model: ort_decoder.OrtDecoder) -> None:
     graph = ort_decoder._quantize(ort_decoder._encoder_graph(float_model), model.int8_weights)
     stack = ort_decoder._OrtEncoderStack(ort_decoder._Graph(graph, model.threads))
     model._encoder._modules["encoder_layers"] = torch.nn.ModuleList([stack])
+
+
+def _ort_memory_encoder(model: ort_decoder.OrtDecoder) -> None:
+    """`model`'s memory encoder as ONNX Runtime's int8 graph (what native-int8 ran before its
+    native memory encoder)."""
+    float_model = model.float_model
+    graph = ort_decoder._memory_encoder_graph(float_model)
+    graph = ort_decoder._Graph(ort_decoder._quantize(graph, model.int8_weights), model.threads)
+    uses_sources = float_model.memory_encoder.uses_sources
+    model._encoder._modules["memory_encoder"] = ort_decoder._OrtMemoryEncoder(graph, uses_sources)
+
+
+class _OrtKeysValues:
+    """The decoder's keys/values of one attention as before the native ones: ONNX Runtime's
+    int8 graph, then stacked into halves by PyTorch (`models.native_step.stack_keys`)."""
+
+    def __init__(self, model: ort_decoder.OrtDecoder, attr: str) -> None:
+        graph = ort_decoder._kv_graph(model.float_model, attr)
+        quantized = ort_decoder._quantize(graph, model.int8_weights)
+        self.graph = ort_decoder._Graph(quantized, model.threads)
+
+    def __call__(self, x: np.ndarray, pad: np.ndarray, threads: int = 1) -> tuple[Any, Any]:
+        kv = self.graph.run({"x": x})
+        return native_step.stack_keys(kv[0::2]), native_step.stack_values(kv[1::2])
+
+
+def _ort_keys_values(model: ort_decoder.OrtDecoder) -> None:
+    model._kv = {kind: _OrtKeysValues(model, f"{kind}_attn") for kind in model._kv}
 
 
 @contextlib.contextmanager
@@ -188,13 +223,24 @@ def main() -> None:
             r = retrieve_with(t, retriever)
             python = functools.partial(_python_search, t.model)
             pairs[variant] = ("native search", "Python loop", _runner(t, r), _runner(t, r, python))
+        elif variant in ("memory", "keys"):
+            made = [Translator.from_loaded(bundle, "native-int8") for _ in range(2)]
+            (_ort_memory_encoder if variant == "memory" else _ort_keys_values)(made[1].model)
+            a, b = (_runner(t, retrieve_with(t, retriever)) for t in made)
+            before = (
+                "ONNX Runtime's memory encoder graph"
+                if variant == "memory"
+                else ("ONNX Runtime's keys/values graph, halves by PyTorch")
+            )
+            pairs[variant] = (f"native {variant}", before, a, b)
         elif variant == "groups":
             t = Translator.from_loaded(bundle, "ort-int8")
             r = retrieve_with(t, retriever)
             pairs[variant] = ("length groups", "one call", _runner(t, r), _runner(t, r, _one_call))
         else:
             raise SystemExit(
-                f"unknown variant {variant!r}: weights, compaction, step, encoder, search or groups"
+                f"unknown variant {variant!r}: weights, compaction, step, encoder, search, "
+                "memory, keys or groups"
             )
     print(
         "| variant | a / b | batch 32: a / b time | outputs differing | batch-1 p50 ms a, b | "
