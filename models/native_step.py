@@ -607,9 +607,7 @@ class NativeEncoder:
         out = np.array(x, dtype=np.float32, order="C")  # computed in place
         if out.ndim != 3 or out.shape[2] != self.d_model or pad.shape != out.shape[:2]:
             raise ValueError(f"native encoder: x {out.shape} and padding {pad.shape} do not fit")
-        lengths = (~pad).sum(axis=1, dtype=np.int32)
-        if not np.array_equal(pad, np.arange(pad.shape[1]) >= lengths[:, None]):
-            raise ValueError("native encoder: padding must follow each sentence's tokens")
+        lengths = _real_first(~pad, "native encoder: padding must follow each sentence's tokens")
         io = _EncodeIO(
             batch=out.shape[0], len=out.shape[1], threads=threads, x=_ptr(out),
             lengths=_ptr(lengths),
@@ -620,13 +618,14 @@ class NativeEncoder:
         return out
 
 
-def _lengths(ids: np.ndarray, pad_id: int, what: str) -> np.ndarray:
-    """Each row's token count `(...)` int32 of right-padded ids `(..., L)`: tokens first."""
-    real = ids != pad_id
-    lens = real.sum(axis=-1, dtype=np.int32)
-    if not np.array_equal(real, np.arange(ids.shape[-1]) < lens[..., None]):
-        raise ValueError(f"native memory encoder: the {what} must be right-padded")
-    return lens
+def _real_first(real: np.ndarray, refusal: str) -> np.ndarray:
+    """Each row's count of real positions `(...)` int32 from `real` `(..., L)`, which must
+    hold them first and the padding after (the library reads a row's first ones only);
+    ValueError(`refusal`) otherwise."""
+    counts = real.sum(axis=-1, dtype=np.int32)
+    if not np.array_equal(real, np.arange(real.shape[-1]) < counts[..., None]):
+        raise ValueError(refusal)
+    return counts
 
 
 class NativeMemoryEncoder:
@@ -702,11 +701,10 @@ class NativeMemoryEncoder:
             )
         if context.shape[2:] != (self.d_model,) or context_pad.shape != context.shape[:2]:
             raise ValueError(f"native memory encoder: context {context.shape} does not fit")
-        tgt_lens = _lengths(tgt, self.pad_id, "retrieved targets")
-        src_lens = _lengths(src, self.pad_id, "retrieved sources")
-        context_lens = _lengths(
-            np.where(context_pad, self.pad_id, self.pad_id + 1), self.pad_id, "context"
-        )
+        refusal = "native memory encoder: the {} must be right-padded"
+        tgt_lens = _real_first(tgt != self.pad_id, refusal.format("retrieved targets"))
+        src_lens = _real_first(src != self.pad_id, refusal.format("retrieved sources"))
+        context_lens = _real_first(~np.asarray(context_pad), refusal.format("sentences"))
         totals = tgt_lens.sum(axis=1)
         width = int(totals.max()) if b else 0
         out = np.empty((b, width, self.d_model), dtype=np.float32)
@@ -753,9 +751,7 @@ class NativeKeysValues:
         x = _c(np.ascontiguousarray(x))
         if x.ndim != 3 or x.shape[2] != self.d_model or pad.shape != x.shape[:2]:
             raise ValueError(f"native keys/values: x {x.shape} and padding {pad.shape} do not fit")
-        lens = (~pad).sum(axis=1, dtype=np.int32)
-        if not np.array_equal(pad, np.arange(pad.shape[1]) >= lens[:, None]):
-            raise ValueError("native keys/values: padding must follow each sentence's tokens")
+        lens = _real_first(~pad, "native keys/values: padding must follow each sentence's tokens")
         g, s = pad.shape
         ldk = -(-s // 16) * 16
         layers = self.fields.n_layers
@@ -893,10 +889,10 @@ class SentenceTensors:
 def _key_counts(bias: np.ndarray, what: str) -> np.ndarray:
     """Each sentence's keys `(G,)` int32 from its bias `(G, S)`: 0 on its keys, which come
     first, and a mask (below 0) on the padding after them."""
-    keys = bias == 0
-    counts = keys.sum(axis=1, dtype=np.int32)
-    if not np.array_equal(keys, np.arange(bias.shape[1]) < counts[:, None]) or np.any(bias > 0):
-        raise ValueError(f"native step: the {what} bias is not keys first, then padding")
+    refusal = f"native step: the {what} bias is not keys first, then padding"
+    counts = _real_first(bias == 0, refusal)
+    if np.any(bias > 0):
+        raise ValueError(refusal)
     return counts
 
 

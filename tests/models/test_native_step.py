@@ -426,7 +426,12 @@ def test_the_native_memory_encoder_is_the_memory_encoder(memory_bundle: Path, mo
         width = alone.retrieved.size(1)
         assert torch.equal(alone.retrieved[0], got.retrieved[5, :width])
         encoder = native._encoder.memory_encoder.encoder
-        args = (neighbours.src.numpy(), neighbours.tgt.numpy(), got.memory.numpy(), got.src_pad)
+        args = (
+            neighbours.src.numpy(),
+            neighbours.tgt.numpy(),
+            got.memory.numpy(),
+            got.src_pad.numpy(),
+        )
         one, two = encoder(*args, threads=1), encoder(*args, threads=2)
         assert np.array_equal(one[0], two[0]) and np.array_equal(one[0], got.retrieved.numpy())
         flipped = np.flip(neighbours.tgt.numpy(), axis=2).copy()
