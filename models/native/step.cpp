@@ -15,6 +15,7 @@
 // CPU it runs on (-march=native).
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -661,6 +662,21 @@ struct Lease {
     }
 };
 
+// Sentences 0..count split between up to `threads` threads, `part(first, end)` run on each
+// share, this thread taking the first. Each row is quantized alone, so no sentence's result
+// depends on the split.
+template <typename F>
+void in_parts(int count, int threads, const F& part) {
+    const int parts = std::max(1, std::min(threads, count));
+    std::vector<std::thread> workers;
+    for (int k = 1; k < parts; ++k)
+        workers.emplace_back([&part, k, count, parts] {
+            part(count * k / parts, count * (k + 1) / parts);
+        });
+    part(0, count / parts);
+    for (std::thread& w : workers) w.join();
+}
+
 // The pre-norm feed-forward sublayer in place: x += fc2(relu(fc1(norm(x)))).
 void feed_forward(const Norm& norm, const QLinear& fc1, const QLinear& fc2, float* x, int rows,
                   int d, Workspace& ws) {
@@ -903,17 +919,7 @@ int run_step(const Model& m, StepIO* io, int sentences) {
     }
     // Rows are independent (each quantized alone), so a wide step splits its sentences
     // between threads, each running the whole step for its own.
-    const int parts = std::max(1, std::min(io->threads, io->groups));
-    if (parts == 1) {
-        step_rows(m, *io, 0, io->groups);
-        return 0;
-    }
-    std::vector<std::thread> workers;
-    for (int k = 1; k < parts; ++k)
-        workers.emplace_back(step_rows, std::cref(m), std::cref(*io), io->groups * k / parts,
-                             io->groups * (k + 1) / parts);
-    step_rows(m, *io, 0, io->groups / parts);
-    for (std::thread& w : workers) w.join();
+    in_parts(io->groups, io->threads, [&](int g0, int g1) { step_rows(m, *io, g0, g1); });
     return 0;
 }
 
@@ -999,14 +1005,7 @@ extern "C" int ragmt_encode(const Encoder* encoder, const EncodeIO* io) {
     if (e.d_head % kKeys || e.d_head > kKeys * kMaxChunks) return 6;
     for (int b = 0; b < io->batch; ++b)
         if (io->lengths[b] < 0 || io->lengths[b] > io->len) return 9;
-    // sentences are independent (each row quantized alone): a wide call splits them
-    const int parts = std::max(1, std::min(io->threads, io->batch));
-    std::vector<std::thread> workers;
-    for (int k = 1; k < parts; ++k)
-        workers.emplace_back(encode_sentences, std::cref(e), std::cref(*io),
-                             io->batch * k / parts, io->batch * (k + 1) / parts);
-    encode_sentences(e, *io, 0, io->batch / parts);
-    for (std::thread& w : workers) w.join();
+    in_parts(io->batch, io->threads, [&](int b0, int b1) { encode_sentences(e, *io, b0, b1); });
     return 0;
 }
 
@@ -1193,14 +1192,8 @@ extern "C" int ragmt_encode_memory(const MemoryEncoder* encoder, const MemoryIO*
         }
         if (total > io->width) return 7;
     }
-    // sentences are independent (each row quantized alone): a wide call splits them
-    const int parts = std::max(1, std::min(io->threads, io->sentences));
-    std::vector<std::thread> workers;
-    for (int k = 1; k < parts; ++k)
-        workers.emplace_back(encode_memories, std::cref(e), std::cref(*io),
-                             io->sentences * k / parts, io->sentences * (k + 1) / parts);
-    encode_memories(e, *io, 0, io->sentences / parts);
-    for (std::thread& w : workers) w.join();
+    in_parts(io->sentences, io->threads,
+             [&](int b0, int b1) { encode_memories(e, *io, b0, b1); });
     return 0;
 }
 
@@ -1319,19 +1312,11 @@ extern "C" int ragmt_keys_values(const KeysValues* kv, const ProjectIO* io) {
     if (kv->d_head % kKeys || io->ldk < io->len || io->ldk % kKeys) return 6;
     for (int g = 0; g < io->groups; ++g)
         if (io->lens[g] < 0 || io->lens[g] > io->len) return 9;
-    const int parts = std::max(1, std::min(io->threads, io->groups));
-    std::vector<char> fits(parts, 1);
-    std::vector<std::thread> workers;
-    for (int k = 1; k < parts; ++k)
-        workers.emplace_back([&, k] {
-            fits[k] = project_sentences(*kv, *io, io->groups * k / parts,
-                                        io->groups * (k + 1) / parts);
-        });
-    fits[0] = project_sentences(*kv, *io, 0, io->groups / parts);
-    for (std::thread& w : workers) w.join();
-    for (char f : fits)
-        if (!f) return 15;
-    return 0;
+    std::atomic<bool> fits{true};
+    in_parts(io->groups, io->threads, [&](int g0, int g1) {
+        if (!project_sentences(*kv, *io, g0, g1)) fits = false;
+    });
+    return fits ? 0 : 15;
 }
 
 // --------------------------------------------------------------------------- beam search

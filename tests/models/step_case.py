@@ -65,3 +65,21 @@ def both_steps(
         tokens, states[1], caches[1], n, forced, ban.numpy()
     )
     return want, got_lp, got_ids, ban
+
+
+def uneven_neighbours(
+    config: Any, sentences: int
+) -> tuple[torch.Tensor, Neighbours, list[list[tuple[list[int], list[int]]]]]:
+    """Sources `(sentences, 9)`, every second one padded after 6 tokens, and four retrieved
+    pairs each of 1 to 16 tokens a side (sentence 3 has none): (sources, neighbours, pairs)."""
+    g = torch.Generator().manual_seed(2)
+    pairs = []
+    for i in range(sentences):
+        lengths = torch.randint(1, 17, (4, 2), generator=g).tolist()
+        pairs.append(
+            [] if i == 3 else [(list(range(4, 4 + a)), list(range(9, 9 + b))) for a, b in lengths]
+        )
+    neighbours = Neighbours.from_lists(pairs, pad_id=config.pad_id)
+    src = torch.randint(4, config.vocab_size, (sentences, 9), generator=g)
+    src[::2, 6:] = config.pad_id
+    return src, neighbours, pairs

@@ -19,7 +19,7 @@ from models.ort_decoder import OrtDecoder, _cpu_flags
 from models.quantize import resolve
 from models.semiparametric import MEMORY_MODES, Neighbours, SemiParametricModel
 from models.translator import DecodeOptions, Translator
-from tests.models.step_case import BEAMS, both_started, both_steps, step_case
+from tests.models.step_case import BEAMS, both_started, both_steps, step_case, uneven_neighbours
 from tests.toy import gloss, toy_pairs
 
 pytestmark = [
@@ -404,16 +404,7 @@ def test_the_native_memory_encoder_is_the_memory_encoder(memory_bundle: Path, mo
     torch.manual_seed(1)
     model = SemiParametricModel(config).eval()
     native = OrtDecoder(model, "native-int8")
-    g = torch.Generator().manual_seed(2)
-    pairs = []
-    for i in range(7):
-        lengths = torch.randint(1, 17, (4, 2), generator=g).tolist()
-        pairs.append(
-            [] if i == 3 else [(list(range(4, 4 + a)), list(range(9, 9 + b))) for a, b in lengths]
-        )
-    neighbours = Neighbours.from_lists(pairs, pad_id=config.pad_id)
-    src = torch.randint(4, config.vocab_size, (7, 9), generator=g)
-    src[::2, 6:] = config.pad_id
+    src, neighbours, _ = uneven_neighbours(config, 7)
     with torch.inference_mode():
         want, got = model.encode(src, neighbours), native.encode(src, neighbours)
         assert torch.equal(got.retrieved_pad, want.retrieved_pad)

@@ -27,7 +27,7 @@ from models.ort_decoder import (
 from models.quantize import resolve
 from models.semiparametric import MEMORY_MODES, Neighbours, SemiParametricModel
 from models.translator import DecodeOptions, Translator
-from tests.models.step_case import BEAMS, both_started, both_steps, step_case
+from tests.models.step_case import BEAMS, both_started, both_steps, step_case, uneven_neighbours
 from tests.toy import gloss, toy_pairs
 
 pytestmark = pytest.mark.integration
@@ -91,16 +91,8 @@ def test_the_memory_encoder_computes_real_tokens_only(memory_bundle: Path, mode:
     torch.manual_seed(1)
     model = SemiParametricModel(config).eval()
     ort = OrtDecoder(model, "ort")
-    g = torch.Generator().manual_seed(2)
-    pairs = []  # 18 sentences x 4 neighbours, one sentence without: 68 slots, several groups
-    for i in range(18):
-        lengths = torch.randint(1, 17, (4, 2), generator=g).tolist()
-        pairs.append(
-            [] if i == 3 else [(list(range(4, 4 + a)), list(range(9, 9 + b))) for a, b in lengths]
-        )
-    neighbours = Neighbours.from_lists(pairs, pad_id=config.pad_id)
-    src = torch.randint(4, config.vocab_size, (18, 9), generator=g)
-    src[::2, 6:] = config.pad_id
+    # 18 sentences x 4 neighbours, one sentence without: 68 slots, several groups
+    src, neighbours, pairs = uneven_neighbours(config, 18)
     fed: list[dict[str, np.ndarray]] = []
     graph = ort._encoder.memory_encoder.graph
     run = graph.run
