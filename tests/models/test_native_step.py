@@ -60,10 +60,10 @@ def _arches() -> list[str]:
 @pytest.mark.parametrize("n, k", [(48, 64), (37, 30), (8000, 256), (16, 1024)])
 def test_int8_products_are_the_integer_arithmetic(n: int, k: int, arch: str) -> None:
     """Each kernel this CPU can run (VNNI, AVX2, the portable loops); every row count the
-    kernels block by (1-4, and more than one block of four), output and input counts that need
-    padding, with and without a bias: the result equals the integer products done exactly, to
-    float rounding; and the weights stay within what the build sums exactly (64 on AVX2
-    without VNNI)."""
+    kernels block by (1-4, eight, and two to four left after eight), output and input counts
+    that need padding, with and without a bias: the result equals the integer products done
+    exactly, to float rounding; and the weights stay within what the build sums exactly (64
+    on AVX2 without VNNI)."""
     rng = np.random.default_rng(n + k)
     limit = native_step.weight_limit(arch)
     assert limit == (64 if native_step.isa(arch) == "avx2" else 127)
@@ -72,7 +72,7 @@ def test_int8_products_are_the_integer_arithmetic(n: int, k: int, arch: str) -> 
     for b in (bias, None):
         layer = native_step.Int8Linear(weight, b, limit, arch)
         assert np.abs(layer.weights).max() == limit
-        for rows in (1, 2, 3, 4, 5, 9):
+        for rows in (1, 2, 3, 4, 5, 9, 11, 12):
             x = rng.normal(size=(rows, k)).astype(np.float32) * 3
             x[0, :3] = [0.0, 7.5, -2.25]
             got = layer(x)
