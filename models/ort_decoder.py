@@ -484,6 +484,11 @@ def _budget(threads: int | None) -> int:
     return threads or getattr(_local, "budget", None) or torch.get_num_threads()
 
 
+def _threads_for(positions: int, threads: int | None) -> int:
+    """A call's threads: its budget (`_budget`) from `PARALLEL_POSITIONS` positions on, else 1."""
+    return _budget(threads) if positions >= PARALLEL_POSITIONS else 1
+
+
 def _positions(feed: dict[str, np.ndarray]) -> int:
     """How wide a call is: a step's rows, the packed memory encoder's tokens, else its first
     input's rows times length."""
@@ -508,7 +513,7 @@ class _Graph:
         self.inputs: frozenset[str] = frozenset()  # the exporter leaves out unread inputs
 
     def run(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        threads = _budget(self.threads) if _positions(feed) >= PARALLEL_POSITIONS else 1
+        threads = _threads_for(_positions(feed), self.threads)
         session = self._sessions.get(threads) or self._start(threads)
         if len(feed) != len(self.inputs):  # e.g. the "tm" memory encoder reads no context
             feed = {k: v for k, v in feed.items() if k in self.inputs}
@@ -559,7 +564,7 @@ class _NativeEncoderStack(nn.Module):
     def forward(self, x: Tensor, pad: Tensor) -> Tensor:
         if pad.dim() != 2:
             raise ValueError("the native encoder takes padding (B, S), not an attention mask")
-        threads = _budget(self.threads) if x.size(0) * x.size(1) >= PARALLEL_POSITIONS else 1
+        threads = _threads_for(x.size(0) * x.size(1), self.threads)
         return torch.from_numpy(self.encoder(x.float().numpy(), pad.numpy(), threads))
 
 
@@ -597,7 +602,6 @@ class _NativeMemoryEncoder(nn.Module):
     memory returned packed (`SemiParametricModel.encode` reads `encodes_all`)."""
 
     encodes_all = True
-    packs = True
 
     def __init__(self, encoder: Any, threads: int | None) -> None:
         super().__init__()
@@ -608,7 +612,7 @@ class _NativeMemoryEncoder(nn.Module):
         """The packed memory `(B, M, D)` and its padding `(B, M)` of `neighbours` for the
         sentences encoded as `base`."""
         tokens = int(neighbours.tgt.ne(self.encoder.pad_id).sum())
-        threads = _budget(self.threads) if tokens >= PARALLEL_POSITIONS else 1
+        threads = _threads_for(tokens, self.threads)
         out, pad = self.encoder(
             neighbours.src.numpy(),
             neighbours.tgt.numpy(),
@@ -801,8 +805,8 @@ class OrtDecoder(nn.Module):
         for kind, (x, pad) in states.items():
             x = x.float().contiguous().numpy()
             if self.native:
-                wide = int((~pad).sum()) >= PARALLEL_POSITIONS
-                kt, v = self._kv[kind](x, pad.numpy(), _budget(self.threads) if wide else 1)
+                threads = _threads_for(int((~pad).sum()), self.threads)
+                kt, v = self._kv[kind](x, pad.numpy(), threads)
                 first[f"{kind}_kt"], first[f"{kind}_v"] = torch.from_numpy(kt), torch.from_numpy(v)
             else:
                 _put(layers, kind, self._kv[kind].run({"x": x}))
@@ -935,7 +939,7 @@ class OrtDecoder(nn.Module):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """As `_graph_step`, by the native step on the stacked tensors of `first`."""
         sentences = self._sentences(first, memory)
-        threads = _budget(self.threads) if len(tokens) >= PARALLEL_POSITIONS else 1
+        threads = _threads_for(len(tokens), self.threads)
         best_lp, best_ids, eos_lp, past, gate = self._steps[memory].step(
             tokens, position, order, ban, n, sentences, first.get("self_kv"), threads
         )
