@@ -303,6 +303,8 @@ def library(arch: str | None = None) -> Any:
             ctypes.POINTER(_MemoryIO),
         ]
         lib.ragmt_encode_memory.restype = ctypes.c_int
+        lib.ragmt_counts.argtypes = [_P]
+        lib.ragmt_counts.restype = None
         _loaded[arch] = lib
         return lib
 
@@ -325,6 +327,13 @@ def version() -> str:
     """The native library's source, as a short digest: its outputs change with it, so a
     translation cache shared by replicas keys on it (a rolling update runs two at once)."""
     return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+
+
+def counts(arch: str | None = None) -> tuple[int, int]:
+    """Multiply-adds the library has done since it was loaded: (weight products, attention)."""
+    out = np.zeros(2, dtype=np.uint64)
+    library(arch).ragmt_counts(_ptr(out))
+    return int(out[0]), int(out[1])
 
 
 def isa(arch: str | None = None) -> str:

@@ -37,6 +37,15 @@ namespace {
 
 constexpr int kBlock = 16;  // output channels a packed weight block holds, 4 inputs each
 
+// Multiply-adds done so far, in the weight products and in attention (`ragmt_counts`): what
+// the decoding time is measured against (benchmarks/arithmetic.py). Added once per product or
+// per attention call, so the count costs nothing next to the work it counts.
+std::atomic<uint64_t> product_macs{0}, attention_macs{0};
+
+inline void count(std::atomic<uint64_t>& counter, uint64_t n) {
+    counter.fetch_add(n, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 extern "C" {
@@ -129,6 +138,12 @@ int ragmt_isa() {
 #else
     return 0;
 #endif
+}
+
+// The multiply-adds counted since the library was loaded: [0] weight products, [1] attention.
+void ragmt_counts(uint64_t* out) {
+    out[0] = product_macs.load(std::memory_order_relaxed);
+    out[1] = attention_macs.load(std::memory_order_relaxed);
 }
 
 // The largest int8 weight magnitude whose products this build sums exactly.
@@ -370,6 +385,7 @@ void some_rows(int rr, const uint8_t* a, int lda, const int8_t* w, int kq, int n
 // turned into floats at once, from a tile that stays in registers and the first-level cache.
 void qlinear(const QLinear& L, const float* x, int rows, int ldx, float* y, int ldy,
              Scratch& s) {
+    count(product_macs, (uint64_t)rows * L.k * L.n);
     uint8_t* qa = room(s.a, (size_t)rows * L.kp);
     float* sa = room(s.scale, rows);
     int32_t* za = room(s.zero, rows);
@@ -624,6 +640,9 @@ void grouped_attention(const Model& m, int layer, const float* q, int ldq,
     const int per = rows / groups, dh = m.d_head, H = m.heads, L = m.n_layers;
     const float scale = 1.f / std::sqrt((float)dh);
     w.resize((size_t)4 * ldk);
+    uint64_t keys = 0;
+    for (int g = 0; g < groups; ++g) keys += lens[which[g]];
+    count(attention_macs, keys * per * m.d * 2);  // scores and the weighted values
     for (int g = 0; g < groups; ++g)
         for (int h = 0; h < H; ++h) {
             const int sentence = which[g];
@@ -715,6 +734,7 @@ void attend_block(const float* q, int ldq, int nq, const float* kv, int ldkv, in
     float* vs = room(ws.cs, (size_t)nk * dh);
     float* sr = room(ws.w, (size_t)4 * ldk);
     const float scale = 1.f / std::sqrt((float)dh);
+    count(attention_macs, (uint64_t)nq * nk * d * 2);
     for (int hd = 0; hd < heads; ++hd) {
         std::fill_n(kt, (size_t)dh * ldk, 0.f);
         for (int j = 0; j < nk; ++j) {
@@ -781,6 +801,7 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
             std::memcpy(at, qkv + (size_t)r * 3 * d + d, sizeof(float) * 2 * d);
         }
         w.resize(t);
+        count(attention_macs, (uint64_t)rows * t * d * 2);
         for (int r = 0; r < rows; ++r) {
             const int32_t* hist = io->new_history + (size_t)r * io->capacity;
             for (int hd = 0; hd < H; ++hd) {

@@ -346,6 +346,33 @@ def test_the_native_encoder_computes_the_encoder_layers(bundle: Path) -> None:
         encoder(x.numpy(), np.flip(pad.numpy(), axis=1).copy())
 
 
+
+def test_the_library_counts_the_arithmetic_it_does(bundle: Path) -> None:
+    """`counts` (what benchmarks/arithmetic.py sets the time against) adds a product's rows x
+    inputs x outputs, and for the source encoder each layer's products on every row of the
+    batch (padding too) and its attention to each sentence's real tokens, on two threads as on
+    one."""
+    rng = np.random.default_rng(5)
+    layer = native_step.Int8Linear(rng.normal(size=(40, 24)).astype(np.float32), None, 127)
+    before = native_step.counts()
+    layer(rng.normal(size=(7, 24)).astype(np.float32))
+    assert np.subtract(native_step.counts(), before).tolist() == [7 * 24 * 40, 0]
+
+    model = load_bundle(bundle).model
+    cfg = model.config
+    encoder = native_step.NativeEncoder(model)
+    src = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
+    pad = src.eq(cfg.pad_id)
+    with torch.inference_mode():
+        x = model._embed(src).numpy()
+    per_token = 4 * cfg.d_model**2 + 2 * cfg.d_model * cfg.d_ff  # qkv, out, the feed-forward
+    for threads in (1, 2):
+        before = native_step.counts()
+        encoder(x, pad.numpy(), threads=threads)
+        products, attention = np.subtract(native_step.counts(), before).tolist()
+        assert products == cfg.enc_layers * (5 + 5) * per_token
+        assert attention == cfg.enc_layers * (5 * 5 + 5 * 3) * cfg.d_model * 2
+
 @pytest.mark.parametrize("arch", _arches())
 def test_the_native_keys_values_are_the_int8_projection_in_halves(
     memory_bundle: Path, arch: str

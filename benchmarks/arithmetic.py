@@ -1,0 +1,251 @@
+"""How much arithmetic each served decoder does per sentence, and how fast it does it: the
+multiply-adds that the native library counts (weight products and attention) beside the wall
+time, for the baseline, the memory model without a store and with retrieval (all
+`native-int8`), and the time of CTranslate2 int8 on the baseline's weights. One thread, beam 4,
+one domain's test sentences; every system timed in each of `--rounds` rounds, by turns, and the
+median round kept:
+
+    python -m benchmarks.arithmetic --data data/en-de --stores STORES --domain medical \
+        [--rounds 3] [--results FILE]
+
+Why: issue 35's goals compare the memory model with retrieval against CTranslate2 int8 on the
+baseline, a model that does less arithmetic. A time ratio is the ratio of the arithmetic times
+the ratio of the rates it runs at; this prints both, so what a goal needs of either is plain.
+CTranslate2 is taken to do the arithmetic of ragmt's baseline (the same weights and beam search;
+their outputs differ on about 1 of 200 sentences), so its rate is that count over its time.
+The rate is set against the native product's own, timed alone on the output projection's shape
+(`--peak-rows` rows), the most this build's kernels do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from benchmarks._common import machine, run_fields, write_record
+from index_builder.retrieval.serving import retrieve_with
+from index_builder.store import load_retriever, open_store
+from models import native_step, pipeline
+from models.bundle import load_bundle
+from models.data import read_lines
+from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE, DecodeOptions, Translator
+
+BEAM = 4
+CT2 = "CTranslate2 int8"
+BASELINE = "ragmt baseline native-int8"
+ALONE = "ragmt memory model native-int8, no store"
+RETRIEVAL = "ragmt memory model native-int8 + retrieval"
+
+
+class Timed:
+    """A retrieval function that adds up the seconds spent in it."""
+
+    def __init__(self, retrieve: Callable[..., Any]) -> None:
+        self.retrieve, self.seconds = retrieve, 0.0
+
+    def __call__(self, *args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.retrieve(*args)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def ragmt_run(translator: Translator, retrieve: Timed | None) -> Callable[[list[str], int], Any]:
+    def run(sentences: list[str], batch: int) -> list[str]:
+        options = DecodeOptions(beam_size=BEAM, batch_size=batch)
+        done = pipeline.translate(translator, sentences, options, retrieve)
+        return [o.text for o in done.outputs]
+
+    return run
+
+
+def peak_rate(rows: int, d_in: int, d_out: int, calls: int = 30) -> float:
+    """Multiply-adds a second of the native int8 product alone, `rows` x `d_in` x `d_out`."""
+    rng = np.random.default_rng(0)
+    linear = native_step.Int8Linear(
+        rng.standard_normal((d_out, d_in)).astype(np.float32), None, native_step.weight_limit()
+    )
+    x = rng.standard_normal((rows, d_in)).astype(np.float32)
+    for _ in range(3):
+        linear(x)
+    start = time.perf_counter()
+    for _ in range(calls):
+        linear(x)
+    return rows * d_in * d_out * calls / (time.perf_counter() - start)
+
+
+def one_pass(
+    run: Callable[[list[str], int], Any], batch: list[str], latency: list[str], ragmt: bool
+) -> dict[str, float]:
+    """Seconds a sentence at batch 32 and at batch 1, and the multiply-adds a sentence at batch
+    32 (ragmt only: CTranslate2's are not counted)."""
+    before = native_step.counts() if ragmt else (0, 0)
+    start = time.perf_counter()
+    run(batch, 32)
+    batch_s = (time.perf_counter() - start) / len(batch)
+    after = native_step.counts() if ragmt else (0, 0)
+    start = time.perf_counter()
+    for s in latency:
+        run([s], 1)
+    single_s = (time.perf_counter() - start) / len(latency)
+    return {
+        "ms_batch32": batch_s * 1000,
+        "ms_batch1": single_s * 1000,
+        "product_macs": (after[0] - before[0]) / len(batch),
+        "attention_macs": (after[1] - before[1]) / len(batch),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--baseline", type=Path, default=BASELINE_BUNDLE)
+    ap.add_argument("--model", type=Path, default=DEFAULT_BUNDLE, help="the memory model")
+    ap.add_argument("--data", type=Path, default=Path("data/en-de"))
+    ap.add_argument("--domain", default="medical", help="test sentences (and store) of it")
+    ap.add_argument("--stores", type=Path, required=True, help="stores directory, by domain")
+    ap.add_argument("--batch-sentences", type=int, default=256)
+    ap.add_argument("--latency-sentences", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--peak-rows", type=int, default=128)
+    ap.add_argument("--results", type=Path, default=None)
+    args = ap.parse_args()
+    usable, why = native_step.available()
+    if not usable:
+        raise SystemExit(f"the native library is needed to count the arithmetic: {why}")
+    fields = run_fields("arithmetic")
+    torch.set_num_threads(1)
+    sentences = [s for s in read_lines(args.data / args.domain / "test.en") if s.strip()]
+    batch, latency = sentences[: args.batch_sentences], sentences[: args.latency_sentences]
+
+    memory_bundle = load_bundle(args.model)
+    memory = Translator.from_loaded(memory_bundle, "native-int8")
+    store = open_store(args.stores / args.domain)
+    search = Timed(retrieve_with(memory, load_retriever(store, None)))
+    baseline = Translator.from_bundle(args.baseline, quantize="native-int8")
+    runs: dict[str, tuple[Callable[[list[str], int], Any], bool]] = {
+        BASELINE: (ragmt_run(baseline, None), True),
+        ALONE: (ragmt_run(memory, None), True),
+        RETRIEVAL: (ragmt_run(memory, search), True),
+    }
+    try:
+        from benchmarks import ctranslate2_model as ct2
+    except ImportError as e:
+        print(f"{CT2} left out: {e}")
+        ct2 = None
+    with tempfile.TemporaryDirectory(prefix="ragmt-arithmetic-") as tmp:
+        if ct2 is not None:
+            translator = ct2.CT2Translator(
+                ct2.convert(args.baseline, Path(tmp) / "ct2"), compute_type="int8"
+            )
+            runs[CT2] = (
+                lambda s, b: translator.translate(
+                    s, BEAM, batch_size=b, normalization="ctranslate2"
+                ),
+                False,
+            )
+        print(f"machine: {machine()}; native library {native_step.isa()}, one thread")
+        print(
+            f"{args.domain} test: {len(batch)} sentences at batch 32, {len(latency)} one at a "
+            f"time; beam {BEAM}; {args.rounds} rounds, each system by turns"
+        )
+        for run, _ in runs.values():
+            run(batch[:8], 4)  # warm-up
+        passes: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
+        search_ms = []
+        for r in range(args.rounds):
+            names = list(runs)
+            names = names[r % len(names) :] + names[: r % len(names)]  # a new order each round
+            for name in names:
+                search.seconds = 0.0
+                run, ragmt = runs[name]
+                passes[name].append(one_pass(run, batch, latency, ragmt))
+                if name == RETRIEVAL:
+                    search_ms.append(search.seconds * 1000 / (len(batch) + len(latency)))
+        peak = peak_rate(args.peak_rows, 256, 8000)
+        rows = summarise(passes)
+    print(f"\nnative int8 product alone, {args.peak_rows} x 256 x 8000: {peak / 1e9:.0f} GMAC/s")
+    print(f"the IDF n-gram search inside the retrieval rows: {statistics.median(search_ms):.2f} ms")
+    report(rows, peak)
+    for name, row in rows.items():
+        write_record(
+            args.results,
+            fields,
+            system=name,
+            domain=args.domain,
+            beam=BEAM,
+            threads=1,
+            rounds=args.rounds,
+            batch_sentences=len(batch),
+            latency_sentences=len(latency),
+            native_isa=native_step.isa(),
+            peak_macs_per_s=peak,
+            search_ms=statistics.median(search_ms) if name == RETRIEVAL else None,
+            **row,
+        )
+
+
+def summarise(passes: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Each system's median round, with CTranslate2's arithmetic taken as the baseline's, and
+    the rates (multiply-adds a second) at both batch sizes."""
+    rows: dict[str, dict[str, float]] = {}
+    for name, ps in passes.items():
+        row = {key: statistics.median(p[key] for p in ps) for key in ps[0]}
+        rows[name] = row
+    if CT2 in rows:
+        rows[CT2]["product_macs"] = rows[BASELINE]["product_macs"]
+        rows[CT2]["attention_macs"] = rows[BASELINE]["attention_macs"]
+    for row in rows.values():
+        macs = row["product_macs"] + row["attention_macs"]
+        row["macs"] = macs
+        row["rate_batch32"] = macs / (row["ms_batch32"] / 1000)
+        row["rate_batch1"] = macs / (row["ms_batch1"] / 1000)
+    return rows
+
+
+def report(rows: dict[str, dict[str, float]], peak: float) -> None:
+    print(
+        "\n| system | M multiply-adds a sentence (products + attention) | ms a sentence, "
+        "batch 32 | GMAC/s | share of the product's peak | ms a sentence, batch 1 | GMAC/s |"
+        "\n|---|---:|---:|---:|---:|---:|---:|"
+    )
+    for name, r in rows.items():
+        counted = f"{r['macs'] / 1e6:.0f} ({r['product_macs'] / 1e6:.0f} + "
+        counted += f"{r['attention_macs'] / 1e6:.0f})" + (" as the baseline" if name == CT2 else "")
+        print(
+            f"| {name} | {counted} | {r['ms_batch32']:.2f} | {r['rate_batch32'] / 1e9:.0f} | "
+            f"{r['rate_batch32'] / peak:.2f} | {r['ms_batch1']:.2f} | "
+            f"{r['rate_batch1'] / 1e9:.0f} |"
+        )
+    ret, alone = rows[RETRIEVAL], rows[ALONE]
+    print(
+        f"\nretrieval against the model alone: time {ret['ms_batch32'] / alone['ms_batch32']:.2f}x "
+        f"at batch 32 and {ret['ms_batch1'] / alone['ms_batch1']:.2f}x at batch 1; arithmetic "
+        f"{ret['macs'] / alone['macs']:.2f}x (goal for the time: 1.2x)"
+    )
+    if CT2 in rows:
+        ct2 = rows[CT2]
+        print(
+            f"memory model with retrieval against {CT2}: time "
+            f"{ret['ms_batch32'] / ct2['ms_batch32']:.2f}x at batch 32 (goal: at most 1.0x) and "
+            f"{ret['ms_batch1'] / ct2['ms_batch1']:.2f}x at batch 1 (mean, not p50); "
+            f"arithmetic {ret['macs'] / ct2['macs']:.2f}x; rate "
+            f"{ret['rate_batch32'] / ct2['rate_batch32']:.2f}x CTranslate2's at batch 32"
+        )
+        need = ret["macs"] / ct2["macs"] * ct2["rate_batch32"]
+        print(
+            f"CTranslate2's throughput with this arithmetic needs {need / 1e9:.0f} GMAC/s at "
+            f"batch 32: {need / peak:.2f} of the product's peak"
+        )
+
+
+if __name__ == "__main__":
+    main()
