@@ -586,30 +586,67 @@ constexpr int kMaxChunks = 16;  // heads up to 256 wide: a self-attention row's 
 inline f16 load16v(const float* p) { return load16(p); }
 inline f16 load16v(const uint16_t* p) { return load16h(p); }
 
+// Scores of `NB` query rows for the `C` chunks of 16 keys from `j0`: C x NB sums in registers,
+// each a chain of `dh` adds in the order of one chunk alone (so the scores are the same).
+template <int NB, int C, typename T>
+inline void score_chunks(const float* q, int ldq, const T* kt, int ldk, int j0, int dh,
+                         float* sr) {
+    f16 acc[NB][C] = {};
+    for (int i = 0; i < dh; ++i) {
+        f16 row[C];
+        for (int c = 0; c < C; ++c) row[c] = load16v(kt + (size_t)i * ldk + j0 + c * kKeys);
+        for (int r = 0; r < NB; ++r) {
+            const float qi = q[(size_t)r * ldq + i];
+            for (int c = 0; c < C; ++c) acc[r][c] += qi * row[c];
+        }
+    }
+    for (int r = 0; r < NB; ++r)
+        for (int c = 0; c < C; ++c)
+            std::memcpy(sr + (size_t)r * ldk + j0 + c * kKeys, &acc[r][c], 64);
+}
+
+// The weighted values of `NB` rows for the `C` chunks of 16 dimensions from `i0`, each a sum
+// over the keys in order.
+template <int NB, int C, typename T>
+inline void weigh_chunks(const float* sr, int ldk, const T* vs, int len, int dh, int i0,
+                         float* out, int ldo) {
+    f16 o[NB][C] = {};
+    for (int j = 0; j < len; ++j) {
+        f16 v[C];
+        for (int c = 0; c < C; ++c) v[c] = load16v(vs + (size_t)j * dh + i0 + c * kKeys);
+        for (int r = 0; r < NB; ++r) {
+            const float p = sr[(size_t)r * ldk + j];
+            for (int c = 0; c < C; ++c) o[r][c] += p * v[c];
+        }
+    }
+    for (int r = 0; r < NB; ++r)
+        for (int c = 0; c < C; ++c) std::memcpy(out + (size_t)r * ldo + i0 + c * kKeys, &o[r][c], 64);
+}
+
+// Attention of `NB` query rows to `len` keys (transposed, `ldk` apart) and their values. Two
+// chunks of keys and up to four of dimensions at a time: one chunk's sums for four rows are
+// four chains of adds, each waiting on the last, and the cached keys and values are read
+// from memory as the sums wait (a batch's memories are megabytes a step).
 template <int NB, typename T>
 void attend_rows(const float* q, int ldq, const T* kt, int ldk, const T* vs,
                  const float* bias, int len, int dh, float scale, float* sr, float* out,
                  int ldo) {
-    for (int j0 = 0; j0 < len; j0 += kKeys) {  // scores past `len` are made, never read
-        f16 acc[NB] = {};
-        for (int i = 0; i < dh; ++i) {
-            const f16 row = load16v(kt + (size_t)i * ldk + j0);
-            for (int r = 0; r < NB; ++r) acc[r] += q[(size_t)r * ldq + i] * row;
-        }
-        for (int r = 0; r < NB; ++r) std::memcpy(sr + (size_t)r * ldk + j0, &acc[r], 64);
-    }
+    int j0 = 0;  // scores past `len` are made, never read
+    for (; j0 + kKeys < len; j0 += 2 * kKeys) score_chunks<NB, 2>(q, ldq, kt, ldk, j0, dh, sr);
+    if (j0 < len) score_chunks<NB, 1>(q, ldq, kt, ldk, j0, dh, sr);
     for (int r = 0; r < NB; ++r) {
         float* s = sr + (size_t)r * ldk;
         for (int j = 0; j < len; ++j) s[j] = s[j] * scale + (bias ? bias[j] : 0.f);
         softmax(s, len);
     }
-    for (int i0 = 0; i0 < dh; i0 += kKeys) {
-        f16 o[NB] = {};
-        for (int j = 0; j < len; ++j) {
-            const f16 v = load16v(vs + (size_t)j * dh + i0);
-            for (int r = 0; r < NB; ++r) o[r] += sr[(size_t)r * ldk + j] * v;
-        }
-        for (int r = 0; r < NB; ++r) std::memcpy(out + (size_t)r * ldo + i0, &o[r], 64);
+    int i0 = 0;
+    for (; i0 + 4 * kKeys <= dh; i0 += 4 * kKeys)
+        weigh_chunks<NB, 4>(sr, ldk, vs, len, dh, i0, out, ldo);
+    switch ((dh - i0) / kKeys) {
+        case 3: weigh_chunks<NB, 3>(sr, ldk, vs, len, dh, i0, out, ldo); break;
+        case 2: weigh_chunks<NB, 2>(sr, ldk, vs, len, dh, i0, out, ldo); break;
+        case 1: weigh_chunks<NB, 1>(sr, ldk, vs, len, dh, i0, out, ldo); break;
+        default: break;
     }
 }
 
