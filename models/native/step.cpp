@@ -818,13 +818,6 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
     float* cm = room(ws.cm, rd);
     float* gates = room(ws.gates, rows);
     std::fill(gates, gates + rows, 0.f);
-    // A memory model's step in which none of these sentences has a memory computes neither the
-    // memory's query nor its attention and output: they would be zeros, and each gate 1, which
-    // leaves the source's attention alone, exactly (no store, or nothing retrieved).
-    bool memory = false;
-    if (m.memory)
-        for (int g = 0; g < part.groups && !memory; ++g)
-            memory = io->has_memory[io->sentence_of[g]] != 0.f;
 
     for (int r = 0; r < rows; ++r) {
         const float* e = m.embed + (size_t)io->tokens[r] * d;
@@ -880,14 +873,12 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
         // cross-attention to the source (and the memory, mixed by the gate)
         layer_norm(L.cross_norm, x, rows, d, h);
         const int nq = L.cross_q.n;  // d, or 2 d with a memory
-        QLinear source_q = L.cross_q;  // the source's half: the first d output channels
-        if (m.memory && !memory) source_q.n = source_q.np = d;
-        qlinear(source_q, h, rows, d, cq, nq, s);
+        qlinear(L.cross_q, h, rows, d, cq, nq, s);
         grouped_attention(m, l, cq, nq, io->cross_kt, io->ldk_src, io->cross_v,
                           io->src_bias, io->src, io->src_len, io->sentence_of, rows, io->groups, w,
                           ctx);
         qlinear(L.cross_out, ctx, rows, d, cs, d, s);
-        if (memory) {
+        if (m.memory) {
             grouped_attention(m, l, cq + d, nq, io->mem_kt, io->ldk_mem, io->mem_v,
                               io->mem_bias, io->mem, io->mem_len, io->sentence_of, rows,
                               io->groups, w, ctx);
@@ -910,8 +901,6 @@ void step_rows(const Model& m, const StepIO& all, int g0, int g1) {
             }
         } else {
             for (size_t i = 0; i < rd; ++i) x[i] += cs[i];
-            if (m.memory)
-                for (int r = 0; r < rows; ++r) gates[r] += 1.f;
         }
 
         feed_forward(L.ffn_norm, L.fc1, L.fc2, x, rows, d, ws);

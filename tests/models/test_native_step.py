@@ -140,40 +140,6 @@ def test_each_step_gives_the_float_models_best_tokens(memory_bundle: Path) -> No
     assert clear >= rows * 3  # the comparison of best tokens was not vacuous
 
 
-def test_a_step_without_any_memory_skips_the_memorys_work(memory_bundle: Path) -> None:
-    """The sentence without a memory, stepped alone (no row of the step has a memory, so the
-    memory's query, attention and output are not computed), gives what it gives beside
-    sentences with one (where they are, and give zeros and a gate of 1), bit for bit, with
-    fewer multiply-adds: the memory model without a store does the baseline's arithmetic."""
-    model, native, src, neighbours = step_case(memory_bundle, "cstm", "native-int8")
-    alone_src = src[1:2]
-    alone = Neighbours(src=neighbours.src[1:2, :0], tgt=neighbours.tgt[1:2, :0])
-    k, n = BEAMS, 6
-    with torch.inference_mode():
-        together = native.encode(src, neighbours)
-        single = native.encode(alone_src, alone)
-        caches = [native.init_cache(together), native.init_cache(single)]
-        tokens = torch.full((src.size(0) * k,), model.config.bos_id)
-        for _ in range(4):
-            found = []
-            for state, cache, t in (
-                (together, caches[0], tokens),
-                (single, caches[1], tokens[k : 2 * k]),
-            ):
-                forced = np.zeros(t.size(0), dtype=bool)
-                ban = np.full((t.size(0), 1), -1, dtype=np.int64)
-                before = native_step.counts()
-                lp, ids = native.decode_candidates(t, state, cache, n, forced, ban)
-                products = native_step.counts()[0] - before[0]
-                found.append((lp, ids, native.last_gates()[:, -1], products / t.size(0)))
-            (lp, ids, gates, per_row), (lp1, ids1, gates1, per_row1) = found
-            assert np.array_equal(lp[k : 2 * k], lp1) and np.array_equal(ids[k : 2 * k], ids1)
-            assert torch.equal(gates1, torch.ones(k)) and torch.equal(gates[k : 2 * k], gates1)
-            d = model.config.d_model
-            assert per_row - per_row1 == model.config.dec_layers * 2 * d * d  # query, output
-            tokens = torch.randint(4, model.config.vocab_size, tokens.shape)
-
-
 def test_native_int8_translates_the_toy_task(bundle: Path, memory_bundle: Path) -> None:
     """On 200 toy sentences native-int8 says what float says nearly always and is right as
     often, give or take two; the memory model with neighbours too."""
@@ -380,6 +346,7 @@ def test_the_native_encoder_computes_the_encoder_layers(bundle: Path) -> None:
         encoder(x.numpy(), np.flip(pad.numpy(), axis=1).copy())
 
 
+
 def test_the_library_counts_the_arithmetic_it_does(bundle: Path) -> None:
     """`counts` (what benchmarks/arithmetic.py sets the time against) adds a product's rows x
     inputs x outputs, and for the source encoder each layer's products on every row of the
@@ -405,7 +372,6 @@ def test_the_library_counts_the_arithmetic_it_does(bundle: Path) -> None:
         products, attention = np.subtract(native_step.counts(), before).tolist()
         assert products == cfg.enc_layers * (5 + 5) * per_token
         assert attention == cfg.enc_layers * (5 * 5 + 5 * 3) * cfg.d_model * 2
-
 
 @pytest.mark.parametrize("arch", _arches())
 def test_the_native_keys_values_are_the_int8_projection_in_halves(
