@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import os
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 
 from models.results import FORMAT, append_record, git_state
+from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE
 
 
 def machine() -> str:
@@ -31,6 +33,25 @@ def machine() -> str:
         f"{cpu}; {os.cpu_count()} cores; torch {torch.__version__} "
         f"({torch.get_num_threads()} threads); {dev}"
     )
+
+
+def decode_arguments(doc: str, stores_required: bool = False) -> argparse.ArgumentParser:
+    """A parser with what the side-by-side decoding benchmarks share: the baseline and the
+    memory model bundles, the prepared data, the domain whose test sentences (and store) they
+    decode, and the stores directory. `doc`: the benchmark's module docstring."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--baseline", type=Path, default=BASELINE_BUNDLE)
+    ap.add_argument("--model", type=Path, default=DEFAULT_BUNDLE, help="the memory model")
+    ap.add_argument("--data", type=Path, default=Path("data/en-de"))
+    ap.add_argument("--domain", default="medical", help="test sentences (and store) of it")
+    ap.add_argument(
+        "--stores",
+        type=Path,
+        required=stores_required,
+        default=None,
+        help="stores directory, by domain",
+    )
+    return ap
 
 
 @contextlib.contextmanager

@@ -19,7 +19,6 @@ The rate is set against the native product's own, timed alone on the output proj
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
@@ -30,13 +29,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks._common import machine, run_fields, write_record
+from benchmarks._common import decode_arguments, machine, run_fields, write_record
 from index_builder.retrieval.serving import retrieve_with
 from index_builder.store import load_retriever, open_store
 from models import native_step, pipeline
 from models.bundle import load_bundle
 from models.data import read_lines
-from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE, DecodeOptions, Translator
+from models.translator import DecodeOptions, Translator
 
 BEAM = 4
 CT2 = "CTranslate2 int8"
@@ -106,12 +105,7 @@ def one_pass(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--baseline", type=Path, default=BASELINE_BUNDLE)
-    ap.add_argument("--model", type=Path, default=DEFAULT_BUNDLE, help="the memory model")
-    ap.add_argument("--data", type=Path, default=Path("data/en-de"))
-    ap.add_argument("--domain", default="medical", help="test sentences (and store) of it")
-    ap.add_argument("--stores", type=Path, required=True, help="stores directory, by domain")
+    ap = decode_arguments(__doc__, stores_required=True)
     ap.add_argument("--batch-sentences", type=int, default=256)
     ap.add_argument("--latency-sentences", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)

@@ -32,14 +32,21 @@ from typing import Any
 
 import torch
 
-from benchmarks._common import int8_weights_as, machine, pct, run_fields, write_record
+from benchmarks._common import (
+    decode_arguments,
+    int8_weights_as,
+    machine,
+    pct,
+    run_fields,
+    write_record,
+)
 from index_builder.retrieval.serving import retrieve_with, store_encoder
 from index_builder.store import load_retriever, open_store
 from models import native_step, pipeline
 from models.bundle import load_bundle
 from models.data import read_lines
 from models.ort_decoder import int8_weights
-from models.translator import BASELINE_BUNDLE, DEFAULT_BUNDLE, DecodeOptions, Translator
+from models.translator import DecodeOptions, Translator
 
 BEAM = 4
 CT2_AT_ONCE = "CTranslate2 int8, a batch per thread"
@@ -175,12 +182,7 @@ class CT2System:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--baseline", type=Path, default=BASELINE_BUNDLE)
-    ap.add_argument("--model", type=Path, default=DEFAULT_BUNDLE, help="the memory model")
-    ap.add_argument("--data", type=Path, default=Path("data/en-de"))
-    ap.add_argument("--domain", default="medical", help="test sentences (and store) of it")
-    ap.add_argument("--stores", type=Path, default=None, help="stores directory, by domain")
+    ap = decode_arguments(__doc__, stores_required=False)
     ap.add_argument("--retrieval-model", type=Path, default=None, help="dense stores' encoder")
     ap.add_argument("--latency-sentences", type=int, default=100)
     ap.add_argument("--throughput-sentences", type=int, default=256)
