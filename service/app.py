@@ -91,8 +91,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.info("%s", line)
     # What the start loaded (torch's modules, the models, the stores) leaves the collector's
     # full passes, which the interpreter runs in the middle of whatever request is decoding:
-    # with the served models and a store loaded, one pass took 95 ms on a 2-core host, and
-    # none after this (python -m benchmarks.gc_pause).
+    # with the served models and a store loaded, one pass took 74-95 ms on a 2-core host, and
+    # next to nothing after this (python -m benchmarks.gc_pause).
     gc.collect()
     gc.freeze()
     stop = asyncio.Event()
