@@ -89,12 +89,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     service.domains = manager
     for line in startup_summary(settings, engine, manager, backends_kind(settings, injected)):
         log.info("%s", line)
-    # What the start loaded (torch's modules, the models, the stores) leaves the collector's
-    # full passes, which the interpreter runs in the middle of whatever request is decoding:
-    # with the served models and a store loaded, one pass took 74-95 ms on a 2-core host, and
-    # next to nothing after this (python -m benchmarks.gc_pause).
-    gc.collect()
-    gc.freeze()
     stop = asyncio.Event()
     wait_s = settings.batch_wait_ms / 1000
     service.tasks.append(engine.start_batching(settings.queue_size, settings.batch_size, wait_s))
@@ -112,6 +106,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 )
             )
         )
+    # What the start loaded (torch's modules, the models, the stores) leaves the collector's
+    # full passes, which the interpreter runs in the middle of whatever request is decoding:
+    # with the served models and a store loaded, one pass took 74-95 ms on a 2-core host, and
+    # next to nothing after this (python -m benchmarks.gc_pause).
+    gc.collect()
+    gc.freeze()
     try:
         yield
     finally:

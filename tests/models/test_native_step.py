@@ -346,7 +346,6 @@ def test_the_native_encoder_computes_the_encoder_layers(bundle: Path) -> None:
         encoder(x.numpy(), np.flip(pad.numpy(), axis=1).copy())
 
 
-
 def test_the_library_counts_the_arithmetic_it_does(bundle: Path) -> None:
     """`counts` (what benchmarks/arithmetic.py sets the time against) adds a product's rows x
     inputs x outputs, and for the source encoder each layer's products on every row of the
@@ -372,6 +371,7 @@ def test_the_library_counts_the_arithmetic_it_does(bundle: Path) -> None:
         products, attention = np.subtract(native_step.counts(), before).tolist()
         assert products == cfg.enc_layers * (5 + 5) * per_token
         assert attention == cfg.enc_layers * (5 * 5 + 5 * 3) * cfg.d_model * 2
+
 
 @pytest.mark.parametrize("arch", _arches())
 def test_the_native_keys_values_are_the_int8_projection_in_halves(
