@@ -30,14 +30,15 @@ import numpy as np
 import torch
 
 from benchmarks._common import decode_arguments, machine, run_fields, write_record
+from benchmarks.cpu_decode import BEAM, CT2System, ragmt_system
+from benchmarks.int8_products import NativeProduct, time_call
 from index_builder.retrieval.serving import retrieve_with
 from index_builder.store import load_retriever, open_store
-from models import native_step, pipeline
+from models import native_step
 from models.bundle import load_bundle
 from models.data import read_lines
-from models.translator import DecodeOptions, Translator
+from models.translator import Translator
 
-BEAM = 4
 CT2 = "CTranslate2 int8"
 BASELINE = "ragmt baseline native-int8"
 ALONE = "ragmt memory model native-int8, no store"
@@ -58,28 +59,12 @@ class Timed:
             self.seconds += time.perf_counter() - start
 
 
-def ragmt_run(translator: Translator, retrieve: Timed | None) -> Callable[[list[str], int], Any]:
-    def run(sentences: list[str], batch: int) -> list[str]:
-        options = DecodeOptions(beam_size=BEAM, batch_size=batch)
-        done = pipeline.translate(translator, sentences, options, retrieve)
-        return [o.text for o in done.outputs]
-
-    return run
-
-
-def peak_rate(rows: int, d_in: int, d_out: int, calls: int = 30) -> float:
-    """Multiply-adds a second of the native int8 product alone, `rows` x `d_in` x `d_out`."""
-    rng = np.random.default_rng(0)
-    linear = native_step.Int8Linear(
-        rng.standard_normal((d_out, d_in)).astype(np.float32), None, native_step.weight_limit()
-    )
-    x = rng.standard_normal((rows, d_in)).astype(np.float32)
-    for _ in range(3):
-        linear(x)
-    start = time.perf_counter()
-    for _ in range(calls):
-        linear(x)
-    return rows * d_in * d_out * calls / (time.perf_counter() - start)
+def peak_rate(product: NativeProduct, rows: int, calls: int = 30) -> float:
+    """Multiply-adds a second of the native int8 product alone on `rows` rows
+    (`benchmarks.int8_products`' product)."""
+    d_in, d_out = product.linear.struct.k, product.linear.struct.n
+    x = np.random.default_rng(0).standard_normal((rows, d_in)).astype(np.float32)
+    return rows * d_in * d_out / (time_call(product, x, calls) / 1000)  # type: ignore[arg-type]
 
 
 def one_pass(
@@ -126,9 +111,9 @@ def main() -> None:
     search = Timed(retrieve_with(memory, load_retriever(store, None)))
     baseline = Translator.from_bundle(args.baseline, quantize="native-int8")
     runs: dict[str, tuple[Callable[[list[str], int], Any], bool]] = {
-        BASELINE: (ragmt_run(baseline, None), True),
-        ALONE: (ragmt_run(memory, None), True),
-        RETRIEVAL: (ragmt_run(memory, search), True),
+        BASELINE: (ragmt_system(baseline), True),
+        ALONE: (ragmt_system(memory), True),
+        RETRIEVAL: (ragmt_system(memory, search), True),
     }
     try:
         from benchmarks import ctranslate2_model as ct2
@@ -137,15 +122,8 @@ def main() -> None:
         ct2 = None
     with tempfile.TemporaryDirectory(prefix="ragmt-arithmetic-") as tmp:
         if ct2 is not None:
-            translator = ct2.CT2Translator(
-                ct2.convert(args.baseline, Path(tmp) / "ct2"), compute_type="int8"
-            )
-            runs[CT2] = (
-                lambda s, b: translator.translate(
-                    s, BEAM, batch_size=b, normalization="ctranslate2"
-                ),
-                False,
-            )
+            model_dir = ct2.convert(args.baseline, Path(tmp) / "ct2")
+            runs[CT2] = (CT2System(ct2.CT2Translator, model_dir, "int8"), False)
         print(f"machine: {machine()}; native library {native_step.isa()}, one thread")
         print(
             f"{args.domain} test: {len(batch)} sentences at batch 32, {len(latency)} one at a "
@@ -155,8 +133,9 @@ def main() -> None:
             run(batch[:8], 4)  # warm-up
         passes: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
         search_ms, peaks = [], []
+        product = NativeProduct(256, 8000)  # the output projection's shape
         for r in range(args.rounds):
-            peaks.append(peak_rate(args.peak_rows, 256, 8000))
+            peaks.append(peak_rate(product, args.peak_rows))
             names = list(runs)
             names = names[r % len(names) :] + names[: r % len(names)]  # a new order each round
             for name in names:
