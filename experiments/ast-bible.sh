@@ -18,7 +18,9 @@
 # Settings (environment): BIBLE the prepared Bible (`ragmt data prepare --bible`); WORK output
 # dir; LANGS the targets; NT=1 trains on New Testament books only (the fast tier); EPOCHS;
 # PHASE1 the share of updates in phase 1; SYSTEMS which systems run; VOCAB the joint
-# SentencePiece vocabulary; TEST_VERSES the test verses scored per language; THREADS torch
+# SentencePiece vocabulary; SPM its training: legacy (the recorded runs' tokenizer: NFKC maps
+# Chinese full-width punctuation to ASCII, coverage 0.9995 leaves rare characters to byte
+# fallback) or full-width (both fixed: `train_tokenizer`), for a comparison run from scratch; TEST_VERSES the test verses scored per language; THREADS torch
 # threads per run; MAX_HOURS a wall-clock cap per run (0: none; a capped run is reported at
 # the updates it reached); STEPS overrides the updates per system (a quick pass). Results: $WORK/results.jsonl (one record per system and language),
 # $WORK/selection.json (each language's blocks), the bundles under $WORK/<system>/bundle.
@@ -31,6 +33,7 @@ EPOCHS=${EPOCHS:-5}
 PHASE1=${PHASE1:-0.4}
 SYSTEMS=${SYSTEMS-dense ffn-sparse dense-wide ffn-sparse-notopk}  # empty: prepare only
 VOCAB=${VOCAB:-16000}
+SPM=${SPM:-legacy}
 TEST_VERSES=${TEST_VERSES:-300}
 THREADS=${THREADS:-0}
 MAX_HOURS=${MAX_HOURS:-0}
@@ -51,11 +54,12 @@ fi
 # 2. One joint SentencePiece model for every system, from each language's own verses once
 #    (the mixed files hold English eight times).
 if [ ! -f "$WORK/spm.model" ]; then
-  python - "$BIBLE" "$LANGS" "$WORK/spm.model" "$VOCAB" "$NT" <<'PY'
+  case "$SPM" in legacy|full-width) ;; *) echo "SPM must be legacy or full-width, not $SPM" >&2; exit 2;; esac
+  python - "$BIBLE" "$LANGS" "$WORK/spm.model" "$VOCAB" "$NT" "$SPM" <<'PY'
 import sys
 from pathlib import Path
 from models.tokenizer import train_tokenizer
-bible, langs, out, vocab, nt = sys.argv[1:]
+bible, langs, out, vocab, nt, kind = sys.argv[1:]
 ids = Path(bible, "train.ids").read_text().splitlines()
 keep = [i for i, v in enumerate(ids) if nt != "1" or int(v.split(".")[0]) >= 40]
 tmp = Path(out).parent / "spm-text"
@@ -65,7 +69,7 @@ for lang in ["en", *langs.split(",")]:
     lines = Path(bible, f"train.{lang}").read_text(encoding="utf-8").splitlines()
     (tmp / lang).write_text("".join(lines[i] + "\n" for i in keep), encoding="utf-8")
     corpora.append((tmp / lang, lang))
-train_tokenizer(corpora, Path(out), vocab_size=int(vocab))
+train_tokenizer(corpora, Path(out), vocab_size=int(vocab), legacy=kind == "legacy")
 PY
 fi
 

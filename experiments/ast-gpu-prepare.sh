@@ -9,15 +9,16 @@
 #     && tar xJf runs/gpu-ast/work.tar.xz -C /tmp \
 #     && python experiments/ast_gpu.py --work /tmp/ast-work --out $OUT
 #
-# Settings as ast-bible.sh (BIBLE, LANGS, NT, EPOCHS, VOCAB, TEST_VERSES); DATA the prepared
-# en-de data (for the CUDA check's sentences).
+# Settings as ast-bible.sh (BIBLE, LANGS, NT, EPOCHS, VOCAB, TEST_VERSES, SPM: full-width
+# here, since every system trains anew there); DATA the prepared en-de data (for the CUDA
+# check's sentences).
 set -euo pipefail
 BIBLE=${BIBLE:-data/bible}
 DATA=${DATA:-data/en-de}
 WORK=runs/ast-work
 PACK=runs/gpu-ast
 mkdir -p "$PACK"
-WORK=$WORK SYSTEMS= bash "$(dirname "$0")/ast-bible.sh"
+WORK=$WORK SYSTEMS= SPM=${SPM:-full-width} bash "$(dirname "$0")/ast-bible.sh"
 head -n 50 "$DATA/general/test.en" > "$WORK/general-test.en"
 tar cJf "$PACK/work.tar.xz" -C runs --exclude "ast-work/spm-text" ast-work/data ast-work/spm.model \
   ast-work/configs ast-work/cache ast-work/general-test.en

@@ -130,3 +130,72 @@ def test_the_quick_check_changes_no_normalisation(lang: str) -> None:
         quick += norm._changes.search(text) is None
     assert norm._changes.search("Plain text with single spaces only") is None
     assert quick > 100  # the random texts reach both paths
+
+
+def _chinese_corpus(folder: Path, lines: int, characters: int) -> list[tuple[Path, str]]:
+    """Random 'Chinese' lines over `characters` ideographs with full-width punctuation (rarer
+    ideographs drawn less often), beside English: a joint vocabulary's language mix."""
+    import random
+
+    rng = random.Random(3)
+    ideographs = [chr(0x4E00 + i) for i in range(characters)]
+    weights = [1 / (i + 1) for i in range(characters)]
+    zh, en = [], []
+    for _ in range(lines):
+        words = ["".join(rng.choices(ideographs, weights, k=rng.randint(1, 3))) for _ in range(8)]
+        zh.append("，".join(words[:4]) + "：" + "；".join(words[4:]) + rng.choice("！？。"))
+        en.append(" ".join(rng.choice(["one", "two", "three", "four", "five"]) for _ in range(8)))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "zh").write_text("\n".join(zh) + "\n", encoding="utf-8")
+    (folder / "en").write_text("\n".join(en) + "\n", encoding="utf-8")
+    return [(folder / "en", "en"), (folder / "zh", "zh")]
+
+
+def test_a_chinese_vocabulary_keeps_full_width_punctuation_and_every_character(
+    tmp_path: Path, toy_tokenizer: Tokenizer
+) -> None:
+    """SentencePiece's default NFKC turns "，：；！？" into ASCII, which Chinese references never
+    use, and coverage 0.9995 of a joint vocabulary leaves rare ideographs to byte fallback."""
+    from models.tokenizer import train_tokenizer
+
+    corpora = _chinese_corpus(tmp_path / "text", 3000, 400)
+    new = train_tokenizer(corpora, tmp_path / "new.model", vocab_size=1200)
+    old = train_tokenizer(corpora, tmp_path / "old.model", vocab_size=1200, legacy=True)
+    text = "一丁，七万：丈三；上下！不与？（丐）"
+    assert new.decode(new.encode(text, "zh")) == text
+    assert old.decode(old.encode(text, "zh")) == "一丁,七万:丈三;上下!不与?(丐)"
+    every_ideograph = "".join(chr(0x4E00 + i) for i in range(400))
+    fallbacks = [
+        sum(p.startswith("<0x") for p in t.pieces(every_ideograph, "zh")) for t in (new, old)
+    ]
+    assert fallbacks[0] == 0 < fallbacks[1]
+    # A vocabulary without Chinese or Japanese trains as before.
+    assert b"nmt_nfkc" in toy_tokenizer.sp.serialized_model_proto()  # English and German
+    assert b"nmt_nfkc" not in new.sp.serialized_model_proto()
+
+
+def test_the_full_width_rules_are_nfkc_otherwise() -> None:
+    """Rules read as SentencePiece does (hex code points, tab, replacement), applied to text
+    one character at a time, and to the decomposed letters they compose."""
+    from models.tokenizer import full_width_rules
+
+    rules = {}
+    for line in full_width_rules().splitlines():
+        source, target = line.split("\t")
+        rules["".join(chr(int(c, 16)) for c in source.split())] = "".join(
+            chr(int(c, 16)) for c in target.split()
+        )
+    assert "，" not in rules and "！" not in rules and "（" not in rules
+    assert rules["Ａ"] == "A" and rules["１"] == "1" and rules["ﬁ"] == "fi"
+    assert rules["\u3000"] == " " and rules["\t"] == " " and rules["\u200b"] == ""
+    assert rules["e\u0301"] == "é" and rules["\x01"] == ""
+    assert "a" not in rules and "中" not in rules
+
+
+def test_the_coverage_keeps_characters_to_half_the_vocabulary() -> None:
+    """More distinct characters than half the vocabulary: SentencePiece would refuse coverage
+    1.0, so the coverage keeps the most frequent half's share."""
+    from models.tokenizer import _coverage
+
+    assert _coverage(["ab ba", "c"], 8) == 1.0
+    assert _coverage(["aaaabbc"], 4) == 6 / 7
