@@ -59,6 +59,24 @@ def selection(bundle: Path) -> dict[str, Any]:
     return {"bundle": str(bundle), **kinds["ffn"], "kinds": kinds}
 
 
+def checkpoint_selection(checkpoint: Path) -> dict[str, Any]:
+    """`selection` of a training checkpoint (`ckpt-NNNNNNN` of a run): the budget where
+    phase 1 ends, before the top-k loss has acted, for the ablation's mechanics check."""
+    from safetensors.torch import load_file
+
+    from models.checkpoints import load_weights
+    from models.registry import build_model
+
+    state = json.loads((checkpoint / "state.json").read_text())
+    model = build_model(state["arch"], state["model_config"])
+    load_weights(model, load_file(str(checkpoint / "model.safetensors")))
+    config = json.loads((checkpoint.parent / "train_config.json").read_text())
+    targets = [lang for lang in model.config.languages if lang != "en"]
+    found = kind_selection(model.float(), "ffn", targets)
+    phase = 1 if state["step"] < config["phase2_after"] else 2
+    return {"bundle": str(checkpoint), "update": state["step"], "phase": phase, **found}
+
+
 def kind_selection(model: Any, kind: str, targets: list[str]) -> dict[str, Any]:
     """One kind's selections: per target language the chosen components of each decoder layer
     (heads, blocks) or of the stack (layers), the pairwise Jaccard overlaps, and the budget."""
@@ -148,8 +166,20 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--figures", type=Path, default=None, help="write <system>-overlap.svg here")
     ap.add_argument("--results", type=Path, default=None, help="append the summary records")
+    ap.add_argument(
+        "--checkpoint",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("SYSTEM", "DIR"),
+        help="also a training checkpoint of SYSTEM's run, as 'SYSTEM at update N'",
+    )
     args = ap.parse_args()
     found: dict[str, Any] = {}
+    for system, checkpoint in args.checkpoint:
+        r = checkpoint_selection(Path(checkpoint))
+        found[f"{system} at update {r['update']}"] = r
+        print(f"{system} at update {r['update']} (phase {r['phase']}): {summary(r)}")
     for manifest in sorted(args.work.glob("*/bundle/manifest.json")):
         system = manifest.parent.parent.name
         if json.loads(manifest.read_text()).get("architecture") != "sparse-transformer":
@@ -204,6 +234,8 @@ def add_summaries(path: Path, found: dict[str, Any]) -> None:
     for system, r in found.items():
         record = {"format": FORMAT, "kind": "ast-selection", "system": system,
                   "bundle": r["bundle"], **summary(r)}  # fmt: skip
+        if "update" in r:
+            record |= {"update": r["update"], "phase": r["phase"]}
         others = {k: summary(v) for k, v in r.get("kinds", {}).items() if k != "ffn"}
         add(record | ({"other_kinds": others} if others else {}))
     for record in means(read_records(path)):

@@ -54,6 +54,35 @@ def test_selection_of_a_bundle(tmp_path: Path) -> None:
     assert svg.startswith("<svg") and svg.count("<rect") == 9
 
 
+def test_selection_of_a_training_checkpoint_knows_its_phase(tmp_path: Path) -> None:
+    """The budget where phase 1 ends is read from a checkpoint, before any bundle exists."""
+    import json
+
+    from models.checkpoints import save_checkpoint
+
+    langs = ("en", "es", "pt", "zh")
+    config = dict(
+        vocab_size=300, d_model=16, n_heads=2, enc_layers=1, dec_layers=2, d_ff=32,
+        languages=langs, sparse=("ffn",), sides=("decoder",), ffn_blocks=4, ffn_active=2,
+    )  # fmt: skip
+    model = SparseTransformer(SparseTransformerConfig(**config))
+    with torch.no_grad():
+        model.scores["decoder_ffn"].fill_(-1.0)  # a budget below k: 4 sigma(-1) = 1.08
+        model.scores["decoder_ffn"][1, :, 3] = 4.0
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train_config.json").write_text(json.dumps({"phase2_after": 700}))
+    state = {"step": 600, "arch": "sparse-transformer", "model_config": config}
+    opt = torch.optim.AdamW(model.parameters())
+    r = ast_selection.checkpoint_selection(save_checkpoint(run, 600, model, opt, state))
+    assert (r["update"], r["phase"]) == (600, 1)
+    assert [blocks[-1] for blocks in r["selected"]["es"]] == [3, 3]
+    assert r["expected_active"]["pt"] == [pytest.approx(4 * 0.2689, abs=0.01)] * 2
+    assert ast_selection.summary(r)["expected_active_max_gap"] == pytest.approx(
+        2 - 4 * 0.2689, abs=0.01
+    )
+
+
 def test_heads_and_layers_are_selected_and_compared_too(tmp_path: Path) -> None:
     langs = ("en", "es", "pt", "zh")
     torch.manual_seed(0)
