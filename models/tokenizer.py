@@ -237,6 +237,7 @@ def load_tokenizer(kind: str, model_file: Path | str | None = None) -> Tokenizer
     raise ValueError(f"unknown tokenizer kind {kind!r}; known: {', '.join(TOKENIZER_KINDS)}")
 
 
+@functools.cache
 def full_width_rules() -> str:
     """SentencePiece normalisation rules (its TSV format: code points in hex, a tab, their
     replacement) that keep full-width punctuation.
@@ -247,11 +248,6 @@ def full_width_rules() -> str:
     whitespace rules `nmt_nfkc` adds: whitespace and line separators become a space, other
     control characters and zero-width marks go.
     """
-    return _full_width_rules()
-
-
-@functools.cache
-def _full_width_rules() -> str:
     rules: dict[str, str] = {}
     for cp in range(1, 0x110000):  # NUL cannot be a key of SentencePiece's trie
         if 0xD800 <= cp <= 0xDFFF or cp in FULL_WIDTH_KEPT:
@@ -259,7 +255,7 @@ def _full_width_rules() -> str:
         char = chr(cp)
         category = unicodedata.category(char)
         if char.isspace() or category in ("Zs", "Zl", "Zp"):
-            rules[char] = " " if char != " " else char
+            rules[char] = " "
         elif category == "Cc" or cp in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF):
             rules[char] = ""
         else:
