@@ -20,8 +20,8 @@
 # PHASE1 the share of updates in phase 1; SYSTEMS which systems run; VOCAB the joint
 # SentencePiece vocabulary; SPM its training: legacy (the recorded runs' tokenizer: NFKC maps
 # Chinese full-width punctuation to ASCII, coverage 0.9995 leaves rare characters to byte
-# fallback) or full-width (both fixed: `train_tokenizer`), for a comparison run from scratch; TEST_VERSES the test verses scored per language; THREADS torch
-# threads per run; MAX_HOURS a wall-clock cap per run (0: none; a capped run is reported at
+# fallback) or full-width (both fixed: `train_tokenizer`), for a comparison run from scratch;
+# TEST_VERSES the test verses scored per language; THREADS torch threads per run; MAX_HOURS a wall-clock cap per run (0: none; a capped run is reported at
 # the updates it reached); STEPS overrides the updates per system (a quick pass). Results: $WORK/results.jsonl (one record per system and language),
 # $WORK/selection.json (each language's blocks), the bundles under $WORK/<system>/bundle.
 set -euo pipefail
