@@ -246,7 +246,9 @@ def full_width_rules() -> str:
     a Chinese model trained with it can never write its references' punctuation. These rules
     are NFKC for every other character, composition of decomposed letters (NFC), and the
     whitespace rules `nmt_nfkc` adds: whitespace and line separators become a space, other
-    control characters and zero-width marks go.
+    control characters and invisible marks (zero-width space, word joiner, byte-order mark)
+    go. The zero-width joiner and non-joiner stay: in Devanagari and Arabic script they are
+    spelling (Hindi writes "परमेश्‍वर" with one), so dropping them would change the text.
     """
     rules: dict[str, str] = {}
     for cp in range(1, 0x110000):  # NUL cannot be a key of SentencePiece's trie
@@ -256,7 +258,7 @@ def full_width_rules() -> str:
         category = unicodedata.category(char)
         if char.isspace() or category in ("Zs", "Zl", "Zp"):
             rules[char] = " "
-        elif category == "Cc" or cp in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF):
+        elif category == "Cc" or cp in (0x200B, 0x2060, 0xFEFF):
             rules[char] = ""
         else:
             rules[char] = unicodedata.normalize("NFKC", char)

@@ -190,6 +190,7 @@ def test_the_full_width_rules_are_nfkc_otherwise() -> None:
     assert rules["\u3000"] == " " and rules["\t"] == " " and rules["\u200b"] == ""
     assert rules["e\u0301"] == "é" and rules["\x01"] == ""
     assert "a" not in rules and "中" not in rules
+    assert "\u200d" not in rules and "\u200c" not in rules  # joiners: Hindi spells with them
 
 
 def test_the_coverage_keeps_characters_to_half_the_vocabulary() -> None:
