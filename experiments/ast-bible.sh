@@ -22,8 +22,11 @@
 # Chinese full-width punctuation to ASCII, coverage 0.9995 leaves rare characters to byte
 # fallback) or full-width (both fixed: `train_tokenizer`), for a comparison run from scratch;
 # TEST_VERSES the test verses scored per language; THREADS torch threads per run; MAX_HOURS a wall-clock cap per run (0: none; a capped run is reported at
-# the updates it reached); STEPS overrides the updates per system (a quick pass). Results: $WORK/results.jsonl (one record per system and language),
-# $WORK/selection.json (each language's blocks), the bundles under $WORK/<system>/bundle.
+# the updates it reached); STEPS overrides the updates per system (a quick pass); LABEL a suffix
+# to every system's name in the records (", 5 epochs": "ffn-sparse-lr30, 5 epochs" against
+# "dense, 5 epochs"). Results: $WORK/results.jsonl (one record per system and language, the
+# selections and each system's means), $WORK/selection.json (each language's blocks), the
+# bundles under $WORK/<system>/bundle.
 set -euo pipefail
 BIBLE=${BIBLE:-data/bible}
 WORK=${WORK:-runs/ast-bible}
@@ -39,6 +42,7 @@ THREADS=${THREADS:-0}
 MAX_HOURS=${MAX_HOURS:-0}
 BEAM=${BEAM:-4}
 STEPS=${STEPS:-}
+LABEL=${LABEL:-}
 CONFIGS=$(dirname "$0")/../models/configs
 DATA=$WORK/data
 RESULTS=$WORK/results.jsonl
@@ -119,7 +123,7 @@ for system in $SYSTEMS; do
   for lang in ${LANGS//,/ }; do
     [ -f "$run/eval-$lang.done" ] && continue
     ragmt eval --model "$run/bundle" --data "$DATA" --domains bible --target-lang "$lang" \
-      --beam "$BEAM" --quantize none --system "$system" --results "$RESULTS" \
+      --beam "$BEAM" --quantize none --system "$system$LABEL" --results "$RESULTS" \
       --out "$run/eval-$lang"
     touch "$run/eval-$lang.done"
   done
@@ -127,7 +131,7 @@ done
 
 # 5. What each language selected, and how much languages share (related against unrelated).
 python "$(dirname "$0")/ast_selection.py" --work "$WORK" --out "$WORK/selection.json" \
-  --figures "$WORK/figures"
+  --figures "$WORK/figures" --label "$LABEL" --results "$RESULTS"
 
 # 6. Paired bootstrap (1,000 resamples) of each system against the dense model, per language,
 #    on the same test verses (Chinese BLEU on sacreBLEU's zh tokens); recorded once.
@@ -138,8 +142,8 @@ for system in ffn-sparse dense-wide ffn-sparse-notopk ffn-sparse-lr30 all-sparse
     [ -f "$hyp" ] && [ -f "$base" ] && [ ! -f "$WORK/$system/bootstrap-$lang.done" ] || continue
     tok=13a; [ "$lang" = zh ] && tok=zh
     python "$(dirname "$0")/paired_bootstrap.py" --refs "$DATA/bible/test.$lang" \
-      --baseline "dense=$base" --system "$system=$hyp" --label "$lang:bible" --tokenize "$tok" \
-      --results "$RESULTS"
+      --baseline "dense$LABEL=$base" --system "$system$LABEL=$hyp" --label "$lang:bible" \
+      --tokenize "$tok" --results "$RESULTS"
     touch "$WORK/$system/bootstrap-$lang.done"
   done
 done

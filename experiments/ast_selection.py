@@ -166,6 +166,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--figures", type=Path, default=None, help="write <system>-overlap.svg here")
     ap.add_argument("--results", type=Path, default=None, help="append the summary records")
+    ap.add_argument("--label", default="", help="a suffix to each system's name in the records")
     ap.add_argument(
         "--checkpoint",
         nargs=2,
@@ -187,20 +188,20 @@ def main() -> None:
         model_cfg = json.loads(manifest.read_text())["config"]
         if "ffn" not in model_cfg.get("sparse", []):
             continue
-        found[system] = selection(manifest.parent)
-        r = found[system]
+        name = system + args.label
+        found[name] = r = selection(manifest.parent)
         for kind, k in r["kinds"].items():
             print(
-                f"{system} {kind}: mean Jaccard {k['jaccard_mean']}; related {k['related']}; "
+                f"{name} {kind}: mean Jaccard {k['jaccard_mean']}; related {k['related']}; "
                 f"unrelated {k['unrelated']}"
             )
-        if args.figures is not None:
+        if args.figures is not None:  # files named by the run's folder, titles by the record's
             args.figures.mkdir(parents=True, exist_ok=True)
-            svg = heat_map(r, f"{system}: shared decoder FFN blocks (Jaccard, mean over layers)")
+            svg = heat_map(r, f"{name}: shared decoder FFN blocks (Jaccard, mean over layers)")
             (args.figures / f"{system}-overlap.svg").write_text(svg)
             for kind in set(r["kinds"]) - {"ffn"}:
                 what = "heads (mean over layers)" if kind == "heads" else "layers"
-                svg = heat_map(r["kinds"][kind], f"{system}: shared decoder {what} (Jaccard)")
+                svg = heat_map(r["kinds"][kind], f"{name}: shared decoder {what} (Jaccard)")
                 (args.figures / f"{system}-{kind}-overlap.svg").write_text(svg)
     args.out.write_text(json.dumps(found, indent=2) + "\n")
     if args.results is not None and args.results.exists():

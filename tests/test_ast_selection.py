@@ -26,7 +26,9 @@ def test_jaccard_of_selections() -> None:
     assert ast_selection.jaccard(a, b) == pytest.approx((1.0 + 0.0) / 2)
 
 
-def test_selection_of_a_bundle(tmp_path: Path) -> None:
+def _toy_bundle(path: Path) -> torch.Tensor:
+    """A bundle of an en -> es, pt, zh model in which es and pt pick the same two of four
+    blocks and zh the other two; returns its decoder scores."""
     langs = ("en", "es", "pt", "zh")
     torch.manual_seed(0)
     model = SparseTransformer(SparseTransformerConfig(
@@ -40,9 +42,14 @@ def test_selection_of_a_bundle(tmp_path: Path) -> None:
         )
     pairs = [("en", t) for t in langs[1:]]
     save_bundle(
-        tmp_path / "b", model, "sparse-transformer", languages={"source": "en", "target": "es"},
+        path, model, "sparse-transformer", languages={"source": "en", "target": "es"},
         pairs=pairs, tokenizer="bytes",
     )  # fmt: skip
+    return mu
+
+
+def test_selection_of_a_bundle(tmp_path: Path) -> None:
+    mu = _toy_bundle(tmp_path / "b")
     r = ast_selection.selection(tmp_path / "b")
     assert r["selected"]["es"] == [[0, 1], [0, 1]] and r["selected"]["zh"] == [[2, 3], [2, 3]]
     assert r["jaccard"] == {"es-pt": 1.0, "es-zh": 0.0, "pt-zh": 0.0}
@@ -153,3 +160,28 @@ def test_summaries_are_written_once(tmp_path: Path) -> None:
     assert kinds == ["eval", "ast-selection", "eval-mean"]
     selection = read_records(results)[1]
     assert selection["expected_active_mean"] == 2.25 and selection["expected_active_max_gap"] == 0.5
+
+
+def test_a_label_names_the_records_not_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--label ", 5 epochs"`: the records say "ffn-sparse, 5 epochs", as the run's evaluation
+    records do; the figure keeps the run folder's name."""
+    from models.results import FORMAT, append_record, read_records
+
+    work = tmp_path / "work"
+    _toy_bundle(work / "ffn-sparse" / "bundle")
+    results = work / "results.jsonl"
+    append_record(results, {"format": FORMAT, "kind": "eval", "split": "test", "bleu": 3.0,
+                            "chrf": 9.0, "system": "ffn-sparse, 5 epochs",
+                            "bundle": {"sha256": "x"},
+                            "languages": {"source": "en", "target": "es"}})  # fmt: skip
+    monkeypatch.setattr("sys.argv", [
+        "ast_selection.py", "--work", str(work), "--out", str(work / "selection.json"),
+        "--figures", str(work / "figures"), "--label", ", 5 epochs", "--results", str(results),
+    ])  # fmt: skip
+    ast_selection.main()
+    systems = {(r["kind"], r["system"]) for r in read_records(results)}
+    assert ("ast-selection", "ffn-sparse, 5 epochs") in systems
+    assert ("eval-mean", "ffn-sparse, 5 epochs") in systems
+    assert (work / "figures" / "ffn-sparse-overlap.svg").is_file()
