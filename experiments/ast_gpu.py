@@ -13,10 +13,16 @@ with the `device` tool (carry runs/gpu-ast):
       && tar xJf runs/gpu-ast/work.tar.xz -C /tmp \
       && python experiments/ast_gpu.py --work /tmp/ast-work --out $OUT
 
+The systems train in the order given, most needed first: the comparison (dense, FFN-sparse
+with its scores at 30x), the top-k ablation, the equal-total-size reference, a second seed. A
+call is cut off at 10 minutes and returns only what is in $OUT by then, so the CUDA check runs
+first, $OUT is packed again after each system, and a system starts only when the longest one so
+far still fits in `--minutes`.
+
 At most 8 files come back, so $OUT gets small.tar.gz (results.jsonl: one eval record per system
 and language; each system's hypotheses; selection.json; the CUDA check of the served bundle;
-the log; the FFN-sparse bundle but its weights) and those weights (fp16) in parts of 15 MiB
-(`cat model.safetensors.part-* > bundle-ffn-sparse/model.safetensors` here; the manifest's
+the log; the served sparse bundle but its weights) and those weights (fp16) in parts of 15 MiB
+(`cat model.safetensors.part-* > bundle-<system>/model.safetensors` here; the manifest's
 checksum verifies the join). Tested on the CPU at a few updates (`--device cpu`).
 """
 
@@ -27,6 +33,7 @@ import json
 import shutil
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 from models.evaluate import evaluate
@@ -39,23 +46,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/ is not 
 import ast_selection  # noqa: E402
 import device_return as shared  # noqa: E402
 
+# The comparison first (dense against FFN-sparse with its scores at 30x), then the top-k
+# ablation, the equal-total-size reference, and a second seed of the sparse model.
+SYSTEMS = "dense,ffn-sparse-lr30,ffn-sparse-lr30-notopk,dense-wide,ffn-sparse-lr30-seed2"
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, required=True, help="an unpacked ast-bible work dir")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--systems", default="dense,ffn-sparse,dense-wide,ffn-sparse-notopk")
+    ap.add_argument("--systems", default=SYSTEMS, help="comma-separated, most needed first")
+    ap.add_argument("--serve", default="ffn-sparse-lr30", help="the system whose bundle returns")
     ap.add_argument("--device", default="cuda", help="cuda, or cpu for a test here")
     ap.add_argument("--steps", type=int, default=None, help="override every system's updates")
     ap.add_argument("--beam", type=int, default=4)
+    ap.add_argument(
+        "--minutes", type=float, default=8.5, help="start no system that would end after this"
+    )
     args = ap.parse_args()
-    # what comes back, packed into one archive at the end
+    started = time.time()
+    # what comes back, packed into one archive after each step
     small, log, close_log = shared.start(args.work, args.out, args.device)
+    sentences = (args.work / "general-test.en").read_text().splitlines()
+    (small / "cuda-check.json").write_text(json.dumps(shared.cuda_check(small, sentences, log)))
+    pack(small, args.out)
     data = TrainData.from_prepared(args.work / "data", "bible")
     tokenizer = Tokenizer(args.work / "spm.model")
     results = small / "results.jsonl"
     git = git_state()
+    longest = 0.0
     for system in args.systems.split(","):
+        elapsed = time.time() - started
+        if elapsed + longest > args.minutes * 60:
+            log(f"{system} not started: {elapsed:.0f} s gone, the longest system took "
+                f"{longest:.0f} s, the budget is {args.minutes * 60:.0f} s")  # fmt: skip
+            continue
+        begun = time.time()
         cfg_dict = json.loads((args.work / "configs" / f"{system}.json").read_text())
         if args.steps is not None:
             cfg_dict["max_steps"] = args.steps
@@ -89,21 +115,28 @@ def main() -> None:
             ):  # fmt: skip
                 with results.open("a") as f:
                     f.write(json.dumps(record, ensure_ascii=False) + "\n")
-    found = {
-        s: ast_selection.selection(args.work / s / "bundle")
-        for s in args.systems.split(",")
-        if "sparse" in s
-    }
-    (small / "selection.json").write_text(json.dumps(found, indent=2) + "\n")
-    sentences = (args.work / "general-test.en").read_text().splitlines()
-    (small / "cuda-check.json").write_text(json.dumps(shared.cuda_check(small, sentences, log)))
-    sparse = args.work / "ffn-sparse" / "bundle"
-    if sparse.is_dir():  # the bundle to serve, its weights in parts under the device's limit
-        shared.split_bundle(sparse, small / "bundle-ffn-sparse", args.out)
-    # at most 8 files come back: everything but the weights in one archive
+        if "sparse" in system:
+            selection = small / "selection.json"
+            found = json.loads(selection.read_text()) if selection.exists() else {}
+            found[system] = ast_selection.selection(bundle)
+            selection.write_text(json.dumps(found, indent=2) + "\n")
+        if system == args.serve:  # its weights in parts under the device's limit
+            shared.split_bundle(bundle, small / f"bundle-{system}", args.out)
+        longest = max(longest, time.time() - begun)
+        log(f"{system} done in {time.time() - begun:.0f} s")
+        pack(small, args.out)
     close_log()
-    with tarfile.open(args.out / "small.tar.gz", "w:gz") as tar:
+    pack(small, args.out)
+
+
+def pack(small: Path, out: Path) -> None:
+    """Everything in `small` into `out`/small.tar.gz (at most 8 files come back, so all but
+    the weights travel in one archive), replaced whole: a call cut off while this writes
+    still returns the last complete one."""
+    tmp = out / "small.tar.gz.tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
         tar.add(small, arcname="ast-gpu")
+    tmp.replace(out / "small.tar.gz")
 
 
 if __name__ == "__main__":
