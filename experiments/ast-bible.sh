@@ -12,7 +12,8 @@
 # 2048: the upper reference), ffn-sparse-notopk (top-k weight 0: does the budget hold?), and,
 # when named in SYSTEMS, ffn-sparse-lr30 (the scores at 30x the learning rate),
 # ffn-sparse-lr30-seed2 (the same with another seed: do its selections repeat?),
-# ffn-sparse-lr30-notopk (the top-k ablation of the scores at 30x) and
+# ffn-sparse-lr30-notopk and ffn-sparse-lr30-nodisparity (the top-k and disparity ablations
+# of the scores at 30x) and
 # all-sparse-lr30 (ast-all-bible8.json: FFN blocks as ffn-sparse, 3 of 4 heads per layer, and
 # 3 of 6 decoder layers per target language, the paper's O2M layer budget halved; scores at 30x).
 #
@@ -103,6 +104,8 @@ systems = {"dense": ("ast-dense-bible8.json", {}),
            "ffn-sparse-lr30-seed2": ("ast-ffn-bible8.json", {"score_lr_scale": 30.0, "seed": 2}),
            "ffn-sparse-lr30-notopk": ("ast-ffn-bible8.json",
                                       {"score_lr_scale": 30.0, "topk_weight": 0.0}),
+           "ffn-sparse-lr30-nodisparity": ("ast-ffn-bible8.json",
+                                           {"score_lr_scale": 30.0, "disparity_weight": 0.0}),
            "all-sparse-lr30": ("ast-all-bible8.json", {"score_lr_scale": 30.0})}
 for name, (file, change) in systems.items():
     cfg = json.loads((Path(configs) / file).read_text()) | change
@@ -139,7 +142,7 @@ python "$(dirname "$0")/ast_selection.py" --work "$WORK" --out "$WORK/selection.
 # 6. Paired bootstrap (1,000 resamples) of each system against the dense model, per language,
 #    on the same test verses (Chinese BLEU on sacreBLEU's zh tokens); recorded once.
 for system in ffn-sparse dense-wide ffn-sparse-notopk ffn-sparse-lr30 ffn-sparse-lr30-seed2 \
-  ffn-sparse-lr30-notopk all-sparse-lr30; do
+  ffn-sparse-lr30-notopk ffn-sparse-lr30-nodisparity all-sparse-lr30; do
   for lang in ${LANGS//,/ }; do
     hyp=$WORK/$system/eval-$lang-hyps/bible.test.hyp.$lang
     base=$WORK/dense/eval-$lang-hyps/bible.test.hyp.$lang

@@ -14,10 +14,10 @@ with the `device` tool (carry runs/gpu-ast):
       && python experiments/ast_gpu.py --work /tmp/ast-work --out $OUT
 
 The systems train in the order given, most needed first: the comparison (dense, FFN-sparse
-with its scores at 30x), the top-k ablation, the equal-total-size reference, a second seed. A
-call is cut off at 10 minutes and returns only what is in $OUT by then, so the CUDA check runs
-first, $OUT is packed again after each system, and a system starts only when the longest one so
-far still fits in `--minutes`.
+with its scores at 30x), the top-k ablation, the equal-total-size reference, a second seed,
+the disparity ablation. A call is cut off at 10 minutes and returns only what is in $OUT by
+then, so the CUDA check runs first, $OUT is packed again after each system, and a system
+starts only when the longest one so far still fits in `--minutes`.
 
 At most 8 files come back, so $OUT gets small.tar.gz (results.jsonl: one eval record per system
 and language; each system's hypotheses; selection.json; the CUDA check of the served bundle;
@@ -47,8 +47,12 @@ import ast_selection  # noqa: E402
 import device_return as shared  # noqa: E402
 
 # The comparison first (dense against FFN-sparse with its scores at 30x), then the top-k
-# ablation, the equal-total-size reference, and a second seed of the sparse model.
-SYSTEMS = "dense,ffn-sparse-lr30,ffn-sparse-lr30-notopk,dense-wide,ffn-sparse-lr30-seed2"
+# ablation, the equal-total-size reference, a second seed of the sparse model, and the
+# disparity ablation.
+SYSTEMS = (
+    "dense,ffn-sparse-lr30,ffn-sparse-lr30-notopk,dense-wide,ffn-sparse-lr30-seed2,"
+    "ffn-sparse-lr30-nodisparity"
+)
 
 
 def main() -> None:
