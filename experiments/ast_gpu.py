@@ -32,8 +32,8 @@ import argparse
 import json
 import shutil
 import sys
-import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from models.evaluate import evaluate
@@ -71,76 +71,81 @@ def main() -> None:
     started = time.time()
     # what comes back, packed into one archive after each step
     small, log, close_log = shared.start(args.work, args.out, args.device)
-    sentences = (args.work / "general-test.en").read_text().splitlines()
-    (small / "cuda-check.json").write_text(json.dumps(shared.cuda_check(small, sentences, log)))
-    pack(small, args.out)
-    data = TrainData.from_prepared(args.work / "data", "bible")
-    tokenizer = Tokenizer(args.work / "spm.model")
-    results = small / "results.jsonl"
+    try:
+        sentences = (args.work / "general-test.en").read_text().splitlines()
+        check = shared.cuda_check(small, sentences, log)
+        (small / "cuda-check.json").write_text(json.dumps(check))
+        shared.pack(small, args.out, "ast-gpu")
+        data = TrainData.from_prepared(args.work / "data", "bible")
+        tokenizer = Tokenizer(args.work / "spm.model")
+        longest = 0.0
+        for system in args.systems.split(","):
+            elapsed = time.time() - started
+            if elapsed + longest > args.minutes * 60:
+                log(f"{system} not started: {elapsed:.0f} s gone, the longest system took "
+                    f"{longest:.0f} s, the budget is {args.minutes * 60:.0f} s")  # fmt: skip
+                continue
+            begun = time.time()
+            train_and_score(args, system, data, tokenizer, small, log)
+            longest = max(longest, time.time() - begun)
+            log(f"{system} done in {time.time() - begun:.0f} s")
+            shared.pack(small, args.out, "ast-gpu")
+    finally:
+        close_log()
+        shared.pack(small, args.out, "ast-gpu")
+
+
+def train_and_score(
+    args: argparse.Namespace,
+    system: str,
+    data: TrainData,
+    tokenizer: Tokenizer,
+    small: Path,
+    log: Callable[[str], None],
+) -> None:
+    """Train `system`, score every language into `small`/results.jsonl, and record its
+    selections; the served one's weights go to `args.out` in parts."""
+    cfg_dict = json.loads((args.work / "configs" / f"{system}.json").read_text())
+    if args.steps is not None:
+        cfg_dict["max_steps"] = args.steps
+        if "phase2_after" in cfg_dict:
+            cfg_dict["phase2_after"] = int(0.4 * args.steps)
+    cfg = TrainConfig.from_dict(cfg_dict | {"threads": 0, "max_hours": 0.0})
+    run = args.work / system
+    run.mkdir(exist_ok=True)
+    shutil.copyfile(args.work / "spm.model", run / "spm.model")
+    if (args.work / "cache").is_dir() and not (run / "cache").exists():
+        # encoded here: no tokenising there (absolute: a relative --work would dangle)
+        (run / "cache").symlink_to((args.work / "cache").resolve())
+    loaded, state, seconds = shared.train_bundle(run, data, cfg, tokenizer, args.device, log)
+    bundle = run / "bundle"
+    translator = Translator.from_loaded(loaded, "none")
+    weights = loaded.manifest["files"]["model.safetensors"]
     git = git_state()
-    longest = 0.0
-    for system in args.systems.split(","):
-        elapsed = time.time() - started
-        if elapsed + longest > args.minutes * 60:
-            log(f"{system} not started: {elapsed:.0f} s gone, the longest system took "
-                f"{longest:.0f} s, the budget is {args.minutes * 60:.0f} s")  # fmt: skip
-            continue
-        begun = time.time()
-        cfg_dict = json.loads((args.work / "configs" / f"{system}.json").read_text())
-        if args.steps is not None:
-            cfg_dict["max_steps"] = args.steps
-            if "phase2_after" in cfg_dict:
-                cfg_dict["phase2_after"] = int(0.4 * args.steps)
-        cfg = TrainConfig.from_dict(cfg_dict | {"threads": 0, "max_hours": 0.0})
-        run = args.work / system
-        run.mkdir(exist_ok=True)
-        shutil.copyfile(args.work / "spm.model", run / "spm.model")
-        if (args.work / "cache").is_dir() and not (run / "cache").exists():
-            # encoded here: no tokenising there (absolute: a relative --work would dangle)
-            (run / "cache").symlink_to((args.work / "cache").resolve())
-        loaded, state, seconds = shared.train_bundle(run, data, cfg, tokenizer, args.device, log)
-        bundle = run / "bundle"
-        translator = Translator.from_loaded(loaded, "none")
-        weights = loaded.manifest["files"]["model.safetensors"]
-        for source, target in data.pairs:
-            scored = evaluate(
-                translator.for_pair(source, target), args.work / "data", ["bible"],
-                DecodeOptions(beam_size=args.beam, batch_size=64),
-                hyp_dir=small / "hyps" / system, log=log,
-            )  # fmt: skip
-            for record in eval_records(
-                scored, system=system, split="test",
-                bundle={"path": str(bundle), "sha256": weights,
-                        "architecture": "sparse-transformer"},
-                decoding={"beam": args.beam, "quantize": "none", "device": args.device,
-                          "train_seconds": seconds, "updates": state["step"]},
-                store_dirs={}, store_label=None, data_dir=args.work / "data",
-                languages=(source, target), git=git,
-            ):  # fmt: skip
-                with results.open("a") as f:
-                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        if "sparse" in system:
-            selection = small / "selection.json"
-            found = json.loads(selection.read_text()) if selection.exists() else {}
-            found[system] = ast_selection.selection(bundle)
-            selection.write_text(json.dumps(found, indent=2) + "\n")
-        if system == args.serve:  # its weights in parts under the device's limit
-            shared.split_bundle(bundle, small / f"bundle-{system}", args.out)
-        longest = max(longest, time.time() - begun)
-        log(f"{system} done in {time.time() - begun:.0f} s")
-        pack(small, args.out)
-    close_log()
-    pack(small, args.out)
-
-
-def pack(small: Path, out: Path) -> None:
-    """Everything in `small` into `out`/small.tar.gz (at most 8 files come back, so all but
-    the weights travel in one archive), replaced whole: a call cut off while this writes
-    still returns the last complete one."""
-    tmp = out / "small.tar.gz.tmp"
-    with tarfile.open(tmp, "w:gz") as tar:
-        tar.add(small, arcname="ast-gpu")
-    tmp.replace(out / "small.tar.gz")
+    for source, target in data.pairs:
+        scored = evaluate(
+            translator.for_pair(source, target), args.work / "data", ["bible"],
+            DecodeOptions(beam_size=args.beam, batch_size=64),
+            hyp_dir=small / "hyps" / system, log=log,
+        )  # fmt: skip
+        for record in eval_records(
+            scored, system=system, split="test",
+            bundle={"path": str(bundle), "sha256": weights,
+                    "architecture": "sparse-transformer"},
+            decoding={"beam": args.beam, "quantize": "none", "device": args.device,
+                      "train_seconds": seconds, "updates": state["step"]},
+            store_dirs={}, store_label=None, data_dir=args.work / "data",
+            languages=(source, target), git=git,
+        ):  # fmt: skip
+            with (small / "results.jsonl").open("a") as f:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    if "sparse" in system:
+        selection = small / "selection.json"
+        found = json.loads(selection.read_text()) if selection.exists() else {}
+        found[system] = ast_selection.selection(bundle)
+        selection.write_text(json.dumps(found, indent=2) + "\n")
+    if system == args.serve:  # its weights in parts under the device's limit
+        shared.split_bundle(bundle, small / f"bundle-{system}", args.out)
 
 
 if __name__ == "__main__":

@@ -113,6 +113,11 @@ class Experiment:
         ):  # fmt: skip
             with self.results.open("a") as f:
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.pack()
+
+    def pack(self) -> None:
+        """What is done so far into $OUT: a call cut off at its limit returns it."""
+        shared.pack(self.small, self.args.out, f"byte-gpu-{self.args.part}")
 
     def cpu_decode(self, label: str, bundle: Path, where: Path, pair: tuple[str, str]) -> None:
         """Batch-1 greedy decoding time on this machine's CPU, one thread, with PyTorch's int8
@@ -140,6 +145,7 @@ class Experiment:
         self.log(f"CPU decoding {label}: {record}")
         with (self.small / "cpu-decode.jsonl").open("a") as f:
             f.write(json.dumps(record) + "\n")
+        self.pack()
 
 
 def _cpu_name() -> str:
@@ -156,6 +162,9 @@ def m2o(x: Experiment) -> None:
         trained = x.train(system, data, x.config(system, max_epochs=x.args.epochs),
                           x.tokenizer(system, "m2o"))  # fmt: skip
         seconds[system] = trained[2]
+        if system in x.args.back.split(","):  # its weights in parts under the device's limit
+            shared.split_bundle(trained[0].path, x.small / f"bundle-{system}", x.args.out,
+                                prefix=f"{system}.")  # fmt: skip
         for pair in data.pairs:
             x.score(system, trained, where, test_sets, pair)
         x.cpu_decode(system, trained[0].path, where, data.pairs[0])
@@ -255,21 +264,16 @@ def run(args: argparse.Namespace) -> None:
     started = time.time()
     x = Experiment(args, small, log)
     try:
-        (m2o if args.part == "m2o" else transfer)(x)
         if args.part == "m2o":
             sentences = (args.work / "general-test.en").read_text().splitlines()
             found = shared.cuda_check(small, sentences, log)
             (small / "cuda-check.json").write_text(json.dumps(found))
-            for system in [s for s in args.back.split(",") if s]:
-                bundle = args.work / "runs" / system / "bundle"
-                if bundle.is_dir():
-                    shared.split_bundle(bundle, small / f"bundle-{system}", args.out,
-                                        prefix=f"{system}.")  # fmt: skip
+            x.pack()
+        (m2o if args.part == "m2o" else transfer)(x)
     finally:
         log(f"part {args.part}: {time.time() - started:.0f} s")
         close_log()
-        with tarfile.open(args.out / "small.tar.gz", "w:gz") as tar:
-            tar.add(small, arcname=f"byte-gpu-{args.part}")
+        x.pack()
 
 
 def main() -> None:

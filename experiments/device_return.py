@@ -1,11 +1,18 @@
 """What the one-call GPU scripts (experiments/ast_gpu.py, reder_gpu.py, byte_fusion_gpu.py)
 share: a log that comes back with the results, a training run made into a loaded bundle, the
-served bundle's CUDA check, and a bundle split to fit what the device returns (at most 8 files
-of 16 MiB)."""
+served bundle's CUDA check, a bundle split to fit what the device returns (at most 8 files
+of 16 MiB), and the archive of everything else, packed again as results come in.
+
+A device call is cut off at its time limit and returns only what its output folder holds
+then, so each script packs after every finished stage, and `start` makes the cut-off's
+SIGTERM an exit that runs the scripts' `finally` blocks (their last pack)."""
 
 from __future__ import annotations
 
 import shutil
+import signal
+import sys
+import tarfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +35,7 @@ def start(
     without it."""
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device here: use --device cpu for a test run")
+    exit_on_term()
     out.mkdir(parents=True, exist_ok=True)
     small = work / folder
     small.mkdir(exist_ok=True)
@@ -94,3 +102,24 @@ def split_bundle(bundle: Path, keep: Path, out: Path, prefix: str = "") -> None:
     with (bundle / "model.safetensors").open("rb") as f:
         for i, chunk in enumerate(iter(lambda: f.read(PART), b"")):
             (out / f"{prefix}model.safetensors.part-{i:02d}").write_bytes(chunk)
+
+
+def exit_on_term() -> None:
+    """SIGTERM (what `timeout` sends when a device call runs out) raises SystemExit(143), so
+    `finally` blocks run and the last results are packed before the call ends."""
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends at once
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def pack(small: Path, out: Path, arcname: str) -> None:
+    """Everything in `small` into `out`/small.tar.gz (at most 8 files come back, so all but
+    the weights travel in one archive), replaced whole: a call cut off while this writes
+    still returns the last complete archive."""
+    tmp = out / "small.tar.gz.tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
+        tar.add(small, arcname=arcname)
+    tmp.replace(out / "small.tar.gz")

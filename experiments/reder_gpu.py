@@ -18,7 +18,9 @@ $OUT gets small.tar.gz (results.jsonl: one eval record per direction and test se
 reversibility records; the hypotheses; the log; the CUDA check of the served bundle; the
 bundle but its weights) and those weights (fp16) in parts of 15 MiB (`cat
 model.safetensors.part-* > bundle/model.safetensors` here; the manifest's checksum verifies
-the join). Tested on the CPU at a few updates (`--device cpu --steps 4 --kd-limit 40`).
+the join). The CUDA check runs first and the archive is packed again after each stage, so a
+call cut off at its time limit still returns what was done. Tested on the CPU at a few
+updates (`--device cpu --steps 4 --kd-limit 40`).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import argparse
 import json
 import shutil
 import sys
-import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from models import pipeline
@@ -86,10 +88,23 @@ def main() -> None:
     ap.add_argument("--kd-limit", type=int, default=None, help="distil the first N pairs only")
     ap.add_argument("--device", default="cuda", help="cuda, or cpu for a test here")
     args = ap.parse_args()
-    # what comes back, packed into one archive at the end
+    # what comes back, packed into one archive after each stage
     small, log, close_log = shared.start(args.work, args.out, args.device)
+    try:
+        run_stages(args, small, log)
+    finally:
+        close_log()
+        shared.pack(small, args.out, "reder-gpu")
+
+
+def run_stages(args: argparse.Namespace, small: Path, log: Callable[[str], None]) -> None:
+    """The CUDA check, distillation, training and scoring, each packed into $OUT when done."""
     data = args.work / "data"
     general = data / "general"
+    sentences = read_lines(general / "test.en")[:50]
+    check = shared.cuda_check(small, sentences, log)
+    (small / "cuda-check.json").write_text(json.dumps(check) + "\n")
+    shared.pack(small, args.out, "reder-gpu")
     train_dir = args.work / "train"  # the pairs trained on (all, or the first --kd-limit)
     train_en = _head(general / "train.en", train_dir / "train.en", args.kd_limit)
     train_de = _head(general / "train.de", train_dir / "train.de", args.kd_limit)
@@ -99,6 +114,7 @@ def main() -> None:
            args.kd_batch, log)  # fmt: skip
     distil(args.teacher_de_en, train_de, kd / "train.en", args.device, args.kd_beam,
            args.kd_batch, log)  # fmt: skip
+    shared.pack(small, args.out, "reder-gpu")
 
     budget = {"threads": 0, "max_hours": args.minutes / 60}
     if args.steps is not None:
@@ -115,6 +131,9 @@ def main() -> None:
     )  # fmt: skip
     loaded, state, seconds = shared.train_bundle(run, train_data, cfg, tokenizer, args.device, log)
     bundle = run / "bundle"
+    # the bundle to serve, its weights in parts under the device's limit
+    shared.split_bundle(bundle, small / "bundle", args.out)
+    shared.pack(small, args.out, "reder-gpu")
     translator = Translator.from_loaded(loaded, "none")
     weights = loaded.manifest["files"]["model.safetensors"]
     git = git_state()
@@ -133,6 +152,7 @@ def main() -> None:
         ):  # fmt: skip
             with results.open("a") as f:
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        shared.pack(small, args.out, "reder-gpu")
     dev = {lang: read_lines(general / f"dev.{lang}") for lang in ("en", "de")}
     trips = {}
     for start, other in (("en", "de"), ("de", "en")):
@@ -140,15 +160,6 @@ def main() -> None:
         trips[start] = score(out["back"], dev[start], start) | {"via": other}
     (small / "reversibility.json").write_text(json.dumps(trips, indent=2) + "\n")
     log(f"reversibility (general dev): {trips}")
-
-    sentences = read_lines(general / "test.en")[:50]
-    check = shared.cuda_check(small, sentences, log)
-    (small / "cuda-check.json").write_text(json.dumps(check) + "\n")
-    # the bundle to serve, its weights in parts under the device's limit
-    shared.split_bundle(bundle, small / "bundle", args.out)
-    close_log()
-    with tarfile.open(args.out / "small.tar.gz", "w:gz") as tar:  # at most 8 files come back
-        tar.add(small, arcname="reder-gpu")
 
 
 if __name__ == "__main__":
