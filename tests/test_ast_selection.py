@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -10,13 +9,11 @@ import torch
 
 from models.bundle import save_bundle
 from models.sparse_transformer import SparseTransformer, SparseTransformerConfig
+from tests.experiment_scripts import load
 
 pytestmark = pytest.mark.unit
 
-SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "ast_selection.py"
-spec = importlib.util.spec_from_file_location("ast_selection", SCRIPT)
-ast_selection = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ast_selection)  # type: ignore[union-attr]
+ast_selection = load("ast_selection")
 
 
 def test_jaccard_of_selections() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.unit
+from tests.experiment_scripts import EXPERIMENTS, load
 
-EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
+pytestmark = pytest.mark.unit
 
 
 def test_a_sigterm_runs_the_finally_that_packs(tmp_path: Path) -> None:
@@ -35,11 +35,7 @@ def test_a_sigterm_runs_the_finally_that_packs(tmp_path: Path) -> None:
 
 
 def test_pack_replaces_the_archive_whole(tmp_path: Path) -> None:
-    sys.path.insert(0, str(EXPERIMENTS))
-    try:
-        import device_return
-    finally:
-        sys.path.remove(str(EXPERIMENTS))
+    device_return = load("device_return")
     small, out = tmp_path / "small", tmp_path / "out"
     small.mkdir()
     out.mkdir()

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from index_builder.retrieval.base import Neighbour
+from tests.experiment_scripts import load
 
 pytestmark = pytest.mark.unit
 
-PATH = Path(__file__).resolve().parent.parent / "experiments" / "merged_retrieval.py"
-spec = importlib.util.spec_from_file_location("merged_retrieval", PATH)
-merged = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(merged)
+merged = load("merged_retrieval")
 
 
 def _n(pair_id: int, text: str) -> Neighbour:

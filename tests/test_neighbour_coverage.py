@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tests.experiment_scripts import load
+
 pytestmark = pytest.mark.unit
 
-PATH = Path(__file__).resolve().parent.parent / "experiments" / "neighbour_coverage.py"
-spec = importlib.util.spec_from_file_location("neighbour_coverage", PATH)
-cov = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(cov)
+cov = load("neighbour_coverage")
 
 
 def test_shares_are_clipped_like_bleu_and_count_what_the_baseline_missed() -> None:

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+
+from tests.experiment_scripts import load
 
 pytestmark = pytest.mark.unit
 
-SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "tokenizer_ceiling.py"
-spec = importlib.util.spec_from_file_location("tokenizer_ceiling", SCRIPT)
-tokenizer_ceiling = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tokenizer_ceiling)  # type: ignore[union-attr]
+tokenizer_ceiling = load("tokenizer_ceiling")
 
 
 def test_lost_characters_count_references_not_occurrences() -> None:

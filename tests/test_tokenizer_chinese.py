@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import unicodedata
-from pathlib import Path
 
 import pytest
 
+from tests.experiment_scripts import load
+
 pytestmark = pytest.mark.unit
 
-SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "tokenizer_chinese.py"
-spec = importlib.util.spec_from_file_location("tokenizer_chinese", SCRIPT)
-tokenizer_chinese = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tokenizer_chinese)  # type: ignore[union-attr]
+tokenizer_chinese = load("tokenizer_chinese")
 
 
 def _nfkc(c: str) -> str:
