@@ -9,6 +9,9 @@ an `experiments/ast-bible.sh` run,
   against k (the top-k loss's target; without it, does the budget hold?);
 - the same for the decoder's heads (per layer) and layers (of the stack) where those are
   sparse ("kinds" in the output; "other_kinds" in the record);
+- how likely chance alone would make related pairs share that much more than unrelated ones:
+  the one-sided p of the observed gap (mean related Jaccard minus mean unrelated) when every
+  language picks its k of each group at random ("related_gap", "related_gap_p");
 - a heat map of the overlaps as SVG, for the report;
 - with `--results`, those as records ("ast-selection"), and each system's mean BLEU and chrF
   over the languages it was scored on ("eval-mean", target "mean"), so the report's tables and
@@ -40,6 +43,41 @@ def jaccard(a: torch.Tensor, b: torch.Tensor) -> float:
     inter = (a * b).sum(dim=-1)
     union = ((a + b) > 0).float().sum(dim=-1).clamp_min(1)
     return float((inter / union).mean())
+
+
+def chance_of_gap(
+    masks: dict[str, torch.Tensor], k: int, draws: int = 20000, seed: int = 0
+) -> tuple[float, float] | None:
+    """The related pairs' mean Jaccard minus the unrelated pairs', and how often languages
+    that each pick k components of every group uniformly at random, independently, reach a
+    gap at least as large (one-sided p, counting the observation as one draw). `masks` maps a
+    language to its `(groups, components)` 0/1 selection; None where a pair is missing.
+    One run's pattern is evidence only where this p is small."""
+    related = [(a, b) for a, b in RELATED if a in masks and b in masks]
+    unrelated = [(a, b) for a, b in UNRELATED if a in masks and b in masks]
+    if not related or not unrelated:
+        return None
+    langs = sorted({lang for pair in related + unrelated for lang in pair})
+
+    def gap(sel: dict[str, torch.Tensor]) -> torch.Tensor:  # sel: lang -> (..., groups, n)
+        def mean_jaccard(pairs: list[tuple[str, str]]) -> torch.Tensor:
+            per_pair = []
+            for a, b in pairs:
+                inter = (sel[a] * sel[b]).sum(-1)
+                union = ((sel[a] + sel[b]) > 0).float().sum(-1).clamp_min(1)
+                per_pair.append((inter / union).mean(-1))
+            return torch.stack(per_pair).mean(0)
+
+        return mean_jaccard(related) - mean_jaccard(unrelated)
+
+    observed = float(gap({lang: masks[lang].float() for lang in langs}))
+    groups, n = masks[langs[0]].shape
+    g = torch.Generator().manual_seed(seed)
+    picks = torch.rand(draws, len(langs), groups, n, generator=g).topk(k, dim=-1).indices
+    random = torch.zeros(draws, len(langs), groups, n).scatter_(-1, picks, 1.0)
+    null = gap({lang: random[:, i] for i, lang in enumerate(langs)})
+    p = (1 + int((null >= observed - 1e-9).sum())) / (1 + draws)
+    return round(observed, 4), round(p, 4)
 
 
 def selection(bundle: Path) -> dict[str, Any]:
@@ -96,8 +134,10 @@ def kind_selection(model: Any, kind: str, targets: list[str]) -> dict[str, Any]:
     def of(group: tuple[tuple[str, str], ...]) -> dict[str, float]:
         return {f"{a}-{b}": overlap[f"{a}-{b}"] for a, b in group if a in index and b in index}
 
+    budget_k = c.budget(kind, "decoder")
+    chance = chance_of_gap({lang: masks[i] for lang, i in index.items()}, budget_k)
     return {
-        "budget_k": c.budget(kind, "decoder"),
+        "budget_k": budget_k,
         "blocks": masks.size(-1),  # components per group
         "selected": {
             lang: [m.nonzero().squeeze(1).tolist() for m in masks[i]] for lang, i in index.items()
@@ -109,6 +149,7 @@ def kind_selection(model: Any, kind: str, targets: list[str]) -> dict[str, Any]:
         "jaccard_mean": round(sum(overlap.values()) / max(1, len(pairs)), 4),
         "related": of(RELATED),
         "unrelated": of(UNRELATED),
+        **({"related_gap": chance[0], "related_gap_p": chance[1]} if chance else {}),
     }
 
 
@@ -193,7 +234,8 @@ def main() -> None:
         for kind, k in r["kinds"].items():
             print(
                 f"{name} {kind}: mean Jaccard {k['jaccard_mean']}; related {k['related']}; "
-                f"unrelated {k['unrelated']}"
+                f"unrelated {k['unrelated']}; gap {k.get('related_gap')} "
+                f"(chance p {k.get('related_gap_p')})"
             )
         if args.figures is not None:  # files named by the run's folder, titles by the record's
             args.figures.mkdir(parents=True, exist_ok=True)
@@ -215,6 +257,7 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         "budget_k": r["budget_k"], "blocks": r["blocks"],
         "jaccard_mean": r["jaccard_mean"], "related": r["related"],
         "unrelated": r["unrelated"], "jaccard": r["jaccard"],
+        **{k: r[k] for k in ("related_gap", "related_gap_p") if k in r},
         "expected_active_mean": round(sum(expected) / len(expected), 3),
         "expected_active_max_gap": round(max(abs(x - r["budget_k"]) for x in expected), 3),
     }  # fmt: skip

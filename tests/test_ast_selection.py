@@ -23,6 +23,46 @@ def test_jaccard_of_selections() -> None:
     assert ast_selection.jaccard(a, b) == pytest.approx((1.0 + 0.0) / 2)
 
 
+def _pick(*blocks: int, n: int = 8) -> torch.Tensor:
+    """One group's 0/1 selection of `blocks` out of n."""
+    return torch.zeros(n).index_fill_(0, torch.tensor(blocks), 1.0)
+
+
+def test_a_gap_no_random_selection_reaches_is_unlikely_by_chance() -> None:
+    first, second = _pick(0, 1, 2, 3), _pick(4, 5, 6, 7)
+    masks = {  # related pairs identical in 3 layers, zh shares nothing with es or ru
+        "es": torch.stack([first] * 3), "pt": torch.stack([first] * 3),
+        "ru": torch.stack([first] * 3), "uk": torch.stack([first] * 3),
+        "zh": torch.stack([second] * 3),
+    }  # fmt: skip
+    gap, p = ast_selection.chance_of_gap(masks, k=4, draws=5000)
+    assert gap == 1.0
+    assert p == round(1 / 5001, 4)  # only the observation itself reaches it
+
+
+def test_a_gap_of_zero_is_what_chance_gives_half_the_time_or_more() -> None:
+    same = torch.stack([_pick(0, 1, 2, 3)] * 3)
+    masks = dict.fromkeys(["es", "pt", "ru", "uk", "zh"], same)
+    gap, p = ast_selection.chance_of_gap(masks, k=4, draws=5000)
+    assert gap == 0.0 and 0.5 <= p <= 0.75  # the null gap is symmetric about 0, ties count
+
+
+def test_random_selections_give_a_p_below_alpha_about_alpha_of_the_time() -> None:
+    g = torch.Generator().manual_seed(1)
+    ps = []
+    for _ in range(100):
+        picks = torch.rand(5, 3, 8, generator=g).topk(4, dim=-1).indices
+        sel = torch.zeros(5, 3, 8).scatter_(-1, picks, 1.0)
+        masks = dict(zip(["es", "pt", "ru", "uk", "zh"], sel, strict=True))
+        ps.append(ast_selection.chance_of_gap(masks, k=4, draws=1000)[1])
+    assert 0 <= sum(p <= 0.1 for p in ps) <= 22  # 10 expected; binomial(100, 0.1) < 22 w.p. 0.999
+
+
+def test_no_gap_without_both_kinds_of_pair() -> None:
+    same = torch.stack([_pick(0, 1, 2, 3)] * 3)
+    assert ast_selection.chance_of_gap({"es": same, "pt": same, "ru": same}, k=4) is None
+
+
 def _toy_bundle(path: Path) -> torch.Tensor:
     """A bundle of an en -> es, pt, zh model in which es and pt pick the same two of four
     blocks and zh the other two; returns its decoder scores."""
@@ -51,6 +91,7 @@ def test_selection_of_a_bundle(tmp_path: Path) -> None:
     assert r["selected"]["es"] == [[0, 1], [0, 1]] and r["selected"]["zh"] == [[2, 3], [2, 3]]
     assert r["jaccard"] == {"es-pt": 1.0, "es-zh": 0.0, "pt-zh": 0.0}
     assert r["related"] == {"es-pt": 1.0} and r["unrelated"] == {"es-zh": 0.0}
+    assert r["related_gap"] == 1.0 and r["related_gap_p"] < 0.01  # 2 of 4 twice, same pick
     assert r["expected_active"]["es"][0] == pytest.approx(
         float(torch.sigmoid(mu[1, 0].detach()).sum()), abs=0.01
     )
