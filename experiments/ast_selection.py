@@ -40,9 +40,14 @@ UNRELATED = (("es", "zh"), ("ru", "zh"))
 
 def jaccard(a: torch.Tensor, b: torch.Tensor) -> float:
     """Mean over layers of |A and B| / |A or B| of two `(layers, blocks)` 0/1 selections."""
+    return float(layer_mean_jaccard(a, b))
+
+
+def layer_mean_jaccard(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`jaccard` over any leading batch dimensions: `(..., layers, blocks)` -> `(...)`."""
     inter = (a * b).sum(dim=-1)
     union = ((a + b) > 0).float().sum(dim=-1).clamp_min(1)
-    return float((inter / union).mean())
+    return (inter / union).mean(dim=-1)
 
 
 def chance_of_gap(
@@ -61,12 +66,7 @@ def chance_of_gap(
 
     def gap(sel: dict[str, torch.Tensor]) -> torch.Tensor:  # sel: lang -> (..., groups, n)
         def mean_jaccard(pairs: list[tuple[str, str]]) -> torch.Tensor:
-            per_pair = []
-            for a, b in pairs:
-                inter = (sel[a] * sel[b]).sum(-1)
-                union = ((sel[a] + sel[b]) > 0).float().sum(-1).clamp_min(1)
-                per_pair.append((inter / union).mean(-1))
-            return torch.stack(per_pair).mean(0)
+            return torch.stack([layer_mean_jaccard(sel[a], sel[b]) for a, b in pairs]).mean(0)
 
         return mean_jaccard(related) - mean_jaccard(unrelated)
 
