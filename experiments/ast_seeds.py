@@ -89,12 +89,13 @@ def main() -> None:
     args = ap.parse_args()
     records = read_records(args.results)
     have = [{k: v for k, v in r.items() if k != "git"} for r in records]
+    git = git_state()  # before the first append makes the checkout dirty
     for a, b in args.pair:
         record = compare(find(records, a), find(records, b))
         print(f"{a} / {b}: r {record['pearson_r']:+.3f}, exact Mantel p {record['mantel_p']} "
               f"over {record['relabellings']} relabellings")  # fmt: skip
         if args.record and record not in have:
-            append_record(args.results, record | {"git": git_state()})
+            append_record(args.results, record | {"git": git})
 
 
 if __name__ == "__main__":
