@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from models.results import FORMAT, append_record, git_state, read_records
+from models.results import FORMAT, append_new_records, read_records
 
 
 def overlap_matrix(jaccard: dict[str, float], langs: list[str]) -> torch.Tensor:
@@ -88,14 +88,13 @@ def main() -> None:
     ap.add_argument("--record", action="store_true", help="append the comparisons to --results")
     args = ap.parse_args()
     records = read_records(args.results)
-    have = [{k: v for k, v in r.items() if k != "git"} for r in records]
-    git = git_state()  # before the first append makes the checkout dirty
+    compared = []
     for a, b in args.pair:
-        record = compare(find(records, a), find(records, b))
+        compared.append(record := compare(find(records, a), find(records, b)))
         print(f"{a} / {b}: r {record['pearson_r']:+.3f}, exact Mantel p {record['mantel_p']} "
               f"over {record['relabellings']} relabellings")  # fmt: skip
-        if args.record and record not in have:
-            append_record(args.results, record | {"git": git})
+    if args.record:
+        append_new_records(args.results, compared)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from models.bundle import load_bundle
-from models.results import FORMAT, append_record, git_state, read_records
+from models.results import FORMAT, append_new_records, read_records
 
 RELATED = (("es", "pt"), ("ru", "uk"))
 UNRELATED = (("es", "zh"), ("ru", "zh"))
@@ -267,23 +267,15 @@ def add_summaries(path: Path, found: dict[str, Any]) -> None:
     """Append the selection and mean records to the results file `path`, each only once: a
     record equal to one already there but for its git state is not written again, so the
     experiment may run this after every system."""
-    have = [{k: v for k, v in r.items() if k != "git"} for r in read_records(path)]
-    git = git_state()
-
-    def add(record: dict[str, Any]) -> None:
-        if record not in have:
-            append_record(path, record | {"git": git})
-            have.append(record)
-
+    records = []
     for system, r in found.items():
         record = {"format": FORMAT, "kind": "ast-selection", "system": system,
                   "bundle": r["bundle"], **summary(r)}  # fmt: skip
         if "update" in r:
             record |= {"update": r["update"], "phase": r["phase"]}
         others = {k: summary(v) for k, v in r.get("kinds", {}).items() if k != "ffn"}
-        add(record | ({"other_kinds": others} if others else {}))
-    for record in means(read_records(path)):
-        add(record)
+        records.append(record | ({"other_kinds": others} if others else {}))
+    append_new_records(path, records + means(read_records(path)))
 
 
 if __name__ == "__main__":

@@ -197,6 +197,26 @@ def append_record(path: Path, record: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
+def append_new_records(path: Path, records: list[Mapping[str, Any]]) -> int:
+    """Append those of `records` that the file does not hold yet (compared without their git
+    state), each stamped with the checkout's state read once before the first append makes it
+    dirty; a script may so run again after every step. Returns how many were appended."""
+    path = Path(path)
+
+    def strip(r: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in r.items() if k != "git"}
+
+    have = [strip(r) for r in read_records(path)] if path.exists() else []
+    git = git_state()
+    added = 0
+    for record in records:
+        if strip(record) not in have:
+            append_record(path, {**record, "git": git})
+            have.append(strip(record))
+            added += 1
+    return added
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Every record of a results file, in order; ResultsError naming a bad line."""
     path = Path(path)

@@ -12,6 +12,7 @@ import pytest
 from models.results import (
     FORMAT,
     ResultsError,
+    append_new_records,
     append_record,
     eval_record,
     eval_records,
@@ -78,6 +79,16 @@ def test_append_writes_one_line_per_record_with_one_write_and_an_fsync(
     assert all(w.endswith(b"\n") and w.count(b"\n") == 1 for w in writes)
     assert [r["bleu"] for r in read_records(path)] == [1.0, 2.0]
     assert [json.loads(x)["bleu"] for x in path.read_text().splitlines()] == [1.0, 2.0]
+
+
+def test_new_records_are_appended_once_whatever_their_git_state(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    one, two = {"format": FORMAT, "kind": "x", "v": 1}, {"format": FORMAT, "kind": "x", "v": 2}
+    assert append_new_records(path, [one, one]) == 1
+    assert append_new_records(path, [{**one, "git": {"commit": "0" * 40}}, two]) == 1
+    records = read_records(path)
+    assert [r["v"] for r in records] == [1, 2]
+    assert all("git" in r for r in records)
 
 
 def test_a_torn_last_line_is_refused_for_appending_and_reading(tmp_path: Path) -> None:
