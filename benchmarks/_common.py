@@ -98,6 +98,7 @@ def decode_speed(translator: Any, beam: int, latency: list[str], batch: list[str
     seconds = time.perf_counter() - start
     return {
         "p50_ms": pct(times, 50),
+        "mean_ms": float(np.mean(times)),
         "p95_ms": pct(times, 95),
         "ms_per_piece_batch1": sum(times) / max(1, latency_pieces),
         "pieces_per_s": pieces(done.outputs) / seconds,
