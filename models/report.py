@@ -176,8 +176,9 @@ def _render_table(name: str, spec: Mapping[str, Any], records: Sequence[Record])
                 values = [None if v is None else v * scale for v in values]
             if any(v is None for v in values):
                 text = "-"
-            elif len(values) > 1:
-                text = f"{fmt.format(min(values))}–{fmt.format(max(values))} ({len(values)})"
+            elif len(values) > 1:  # a range, or one value where all agree as shown
+                low, high = fmt.format(min(values)), fmt.format(max(values))
+                text = f"{low} ({len(values)})" if low == high else f"{low}–{high} ({len(values)})"
             else:
                 text = fmt.format(values[0])
             cells.append(f"**{text}**" if row.get("bold") and text != "-" else text)

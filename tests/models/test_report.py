@@ -101,6 +101,13 @@ def test_range_over_several_records(tmp_path: Path) -> None:
     assert "| mem | 9.0x–27.2x (3) |" in regenerate(_report(tmp_path, spec))
 
 
+def test_a_range_whose_ends_agree_as_shown_is_one_value(tmp_path: Path) -> None:
+    spec = {"aggregate": "range", "metric": "decoding.length_penalty", "format": "{:.1f}",
+            "columns": [{"label": "x"}],
+            "rows": [{"label": "mem", "where": {"system": "mem"}}]}  # fmt: skip
+    assert "| mem | 2.0 (3) |" in regenerate(_report(tmp_path, spec))
+
+
 def test_scale_shows_a_fraction_in_percent_and_a_row_may_keep_its_own(tmp_path: Path) -> None:
     records = [{**_rec("base", "a", 0.9866), "seconds": 12.5}]
     spec = {"scale": 100, "format": "{:.1f}", "columns": [{"label": "a"}],
