@@ -11,8 +11,8 @@ int8 step, `models.native_step`, where a C++ compiler builds it); REDER greedily
 non-autoregressive pass, float PyTorch and ONNX Runtime int8, `models.ort_ctc`, which is
 `auto` for it). Speed-ups are against REDER as the service runs it (ONNX Runtime int8).
 
-Each system's arithmetic is counted too: the matrix-product FLOPs of its float PyTorch run
-over the batch-1 sentences (`torch.utils.flop_counter`), per sentence. Its int8 runs do the
+Each system's arithmetic is counted too: the FLOPs of its products with weights in its float
+PyTorch run over the batch-1 sentences (the PyTorch profiler), per sentence. Its int8 runs do the
 same products. The teacher's FLOPs over REDER's bound the speed-up that running both at the
 same arithmetic rate would give, whatever the engineering. Without `--reder`, a REDER of the
 reference config's size with untrained weights stands in: a CTC pass costs the same whatever
