@@ -10,8 +10,12 @@ that language and score it again. One self-describing record per score (`ragmt e
         --results experiments/results/byte-transfer.jsonl
 
 Every system trains with its `models/configs/<system>-m2o.json` (`--config-dir`), the budget
-overridden here: `--base-epochs` on the high-resource pair, `--finetune-steps` updates on each
-few-shot set (the paper: 50K and 5K steps; SEEDS: 500 fine-tuning steps on the CPU). The test
+overridden here: `--base-epochs` on the high-resource pair (or `--base-steps`, updates per
+system, for equal parts of an epoch: systems whose batches hold different numbers of verses),
+`--finetune-steps` updates on each few-shot set (the paper: 50K and 5K steps; SEEDS: 500
+fine-tuning steps on the CPU). `--noise 0.05,0.1` also scores the high-resource model on
+copies of its test sources with that share of characters mistyped (the issue's robustness
+experiment; the references are unchanged). `--few-shot ""` scores zero-shot only. The test
 sets are the Bible's held-out books (`--test-verses` of them), which no training split holds;
 the few-shot verses are one seeded sample, so the 1,000 are among the 2,000
 (`ragmt data mix --train-verses`).
@@ -46,6 +50,21 @@ def derived_config(base: Path, out: Path, **budget: object) -> Path:
     return out
 
 
+def steps_by_system(spec: str, systems: list[str]) -> dict[str, int]:
+    """`--base-steps`: "" (epochs decide), "N" for every system, or "system=N,..."."""
+    if not spec:
+        return {}
+    if spec.isdigit():
+        return dict.fromkeys(systems, int(spec))
+    out = {}
+    for part in spec.split(","):
+        name, _, n = part.partition("=")
+        if name not in systems or not n.isdigit():
+            raise SystemExit(f"--base-steps: {part!r} is not system=N for one of {systems}")
+        out[name] = int(n)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bible", type=Path, required=True, help="ragmt data prepare --bible")
@@ -55,15 +74,23 @@ def main() -> None:
     ap.add_argument("--few-shot", default="1000,2000,3000,4000", help="low-resource verses")
     ap.add_argument("--test-verses", type=int, default=300)
     ap.add_argument("--base-epochs", type=int, default=1)
+    ap.add_argument(
+        "--base-steps",
+        default="",
+        help="updates on the HRL pair instead of epochs: N for every system, or system=N,...",
+    )
     ap.add_argument("--finetune-steps", type=int, default=500)
     ap.add_argument("--beam", type=int, default=1)
     ap.add_argument("--config-dir", type=Path, default=CONFIGS)
     ap.add_argument("--vocab-size", type=int, default=8000, help="subword: the HRL pair's")
     ap.add_argument("--seed", type=int, default=1, help="the few-shot sample's")
+    ap.add_argument("--noise", default="", help="rates of noisy copies of the HRL test, 0.05,0.1")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads a training; 0: default")
     ap.add_argument("--results", type=Path, required=True)
     args = ap.parse_args()
     ragmt = [sys.executable, "-m", "service.cli"]
     sizes = [int(n) for n in args.few_shot.split(",") if n]
+    base_steps = steps_by_system(args.base_steps, args.systems.split(","))
     data = args.work / "data"
 
     def mix(source: str, out: Path, *extra: str) -> Path:
@@ -73,11 +100,13 @@ def main() -> None:
                  *extra])  # fmt: skip
         return out
 
-    def score(bundle: Path, where: Path, source: str, label: str, zero_shot: bool) -> None:
+    def score(
+        bundle: Path, where: Path, source: str, label: str, zero_shot: bool, domains: str = "bible"
+    ) -> None:
         report = args.work / "eval" / label.replace(" ", "_")
         if report.with_suffix(".json").is_file():
             return  # scored on an earlier run
-        run([*ragmt, "eval", "--model", str(bundle), "--data", str(where), "--domains", "bible",
+        run([*ragmt, "eval", "--model", str(bundle), "--data", str(where), "--domains", domains,
              "--source-lang", source, *(["--zero-shot"] if zero_shot else []),
              "--beam", str(args.beam), "--results", str(args.results), "--system", label,
              "--out", str(report)])  # fmt: skip
@@ -95,7 +124,8 @@ def main() -> None:
 
     for pair in args.pairs.split(","):
         high, _, low = pair.partition(":")
-        high_data = mix(high, data / f"{high}-en")
+        noise = ["--noise", args.noise] if args.noise else []
+        high_data = mix(high, data / f"{high}-en", *noise)
         few = {n: mix(low, data / f"{low}-en-{n}", "--train-verses", str(n),
                       "--seed", str(args.seed)) for n in sizes}  # fmt: skip
         low_test = mix(low, data / f"{low}-en-test", "--train-verses", "1")  # its test set
@@ -103,13 +133,20 @@ def main() -> None:
             kind = system.partition("-")[0]
             base_cfg = args.config_dir / f"{system}-m2o.json"
             cfgs = args.work / "configs"
-            base = derived_config(base_cfg, cfgs / f"{system}-base.json",
-                                  max_epochs=args.base_epochs, max_steps=10**9)  # fmt: skip
+            threads = {"threads": args.threads} if args.threads else {}
+            budget = {"max_epochs": args.base_epochs, "max_steps": 10**9}
+            if system in base_steps:  # a part of an epoch: equal verses, not whole passes
+                budget = {"max_epochs": None, "max_steps": base_steps[system]}
+            base = derived_config(base_cfg, cfgs / f"{system}-base.json", **budget, **threads)
             tune = derived_config(base_cfg, cfgs / f"{system}-finetune.json",
-                                  max_epochs=None, max_steps=args.finetune_steps)  # fmt: skip
+                                  max_epochs=None, max_steps=args.finetune_steps,
+                                  **threads)  # fmt: skip
             runs = args.work / "runs"
             bundle = train(high_data, base, runs / f"{system}-{high}", kind, None)
-            score(bundle, high_data, high, f"{system} {high}-en: {high}", False)
+            test_sets = ["bible"] + [f"bible-noise{round(float(r) * 100)}"
+                                     for r in args.noise.split(",") if r]  # fmt: skip
+            score(bundle, high_data, high, f"{system} {high}-en: {high}", False,
+                  ",".join(test_sets))  # fmt: skip
             score(bundle, low_test, low, f"{system} {high}-en: {low} zero-shot", True)
             for n in sizes:
                 tuned = train(few[n], tune, runs / f"{system}-{high}-{low}{n}", kind, bundle)

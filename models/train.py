@@ -536,10 +536,11 @@ def train(
             if step % 100 == 0:
                 elapsed = time.time() - window_start
                 tps = window_tokens / max(elapsed, 1e-9)
-                left = min(
-                    (cfg.max_steps - step) * elapsed / 100,
-                    max(deadline - time.time(), 0),
-                )
+                steps_left = cfg.max_steps - step
+                if cfg.max_epochs:  # this epoch's batches left, then whole epochs of as many
+                    in_epochs = (cfg.max_epochs - state["epoch"]) * len(batches) - (b + 1)
+                    steps_left = min(steps_left, in_epochs)
+                left = min(steps_left * elapsed / 100, max(deadline - time.time(), 0))
                 gate = f" gate {sum(window_gates) / len(window_gates):.3f}" if window_gates else ""
                 if scored:
                     gate += f" phase {model.phase} " + " ".join(

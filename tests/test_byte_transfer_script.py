@@ -55,22 +55,34 @@ def test_byte_transfer_runs_end_to_end_on_a_toy_bible(tmp_path: Path) -> None:
     cmd = [sys.executable, str(SCRIPT), "--bible", str(bible), "--work", str(work),
            "--pairs", "ru:uk", "--few-shot", "4,8", "--test-verses", "5", "--base-epochs", "1",
            "--finetune-steps", "3", "--config-dir", str(configs), "--vocab-size", "290",
+           "--noise", "0.2", "--threads", "1", "--base-steps", "byte-ncf=4",
            "--results", str(results)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
 
     records = [json.loads(line) for line in results.read_text().splitlines()]
-    got = {(r["system"], r["languages"]["source"]): r for r in records}
+    got = {(r["system"], r["languages"]["source"], r["domain"]): r for r in records}
+    systems = ("subword", "byte-ncf")
     expected = (
-        {(f"{s} ru-en: ru", "ru") for s in ("subword", "byte-ncf")}
-        | {(f"{s} ru-en: uk zero-shot", "uk") for s in ("subword", "byte-ncf")}
-        | {(f"{s} ru-en + {n} uk: uk", "uk") for s in ("subword", "byte-ncf") for n in (4, 8)}
+        {(f"{s} ru-en: ru", "ru", d) for s in systems for d in ("bible", "bible-noise20")}
+        | {(f"{s} ru-en: uk zero-shot", "uk", "bible") for s in systems}
+        | {(f"{s} ru-en + {n} uk: uk", "uk", "bible") for s in systems for n in (4, 8)}
     )
     assert set(got) == expected and len(records) == len(expected)
-    zero = got[("byte-ncf ru-en: uk zero-shot", "uk")]
+    zero = got[("byte-ncf ru-en: uk zero-shot", "uk", "bible")]
     assert zero["decoding"]["zero_shot"] == {"trained_pairs": [["ru", "en"]]}
-    assert "zero_shot" not in got[("byte-ncf ru-en + 4 uk: uk", "uk")]["decoding"]
+    assert "zero_shot" not in got[("byte-ncf ru-en + 4 uk: uk", "uk", "bible")]["decoding"]
+    # the noisy copy is of the sources alone: its references are the clean test's
+    noisy = work / "data" / "ru-en" / "bible-noise20"
+    clean = work / "data" / "ru-en" / "bible"
+    assert (noisy / "test.en").read_text() == (clean / "test.en").read_text()
+    assert (noisy / "test.ru").read_text() != (clean / "test.ru").read_text()
+    base_cfg = json.loads((work / "configs" / "byte-ncf-base.json").read_text())
+    assert base_cfg["threads"] == 1 and base_cfg["max_steps"] == 4 and "max_epochs" not in base_cfg
+    # updates, not epochs, bound that system's base training; the other keeps its epoch
+    manifest = work / "runs" / "byte-ncf-ru" / "bundle" / "manifest.json"
+    assert json.loads(manifest.read_text())["training"]["steps"] == 4
     assert all(r["sentences"] == 5 for r in records)
     # the few-shot sets are nested, and the fine-tuned subword model kept the ru-en vocabulary
     few = {n: (work / "data" / f"uk-en-{n}" / "bible" / "train.uk").read_text().splitlines()
