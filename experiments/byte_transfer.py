@@ -15,7 +15,8 @@ system, for equal parts of an epoch: systems whose batches hold different number
 `--finetune-steps` updates on each few-shot set (the paper: 50K and 5K steps; SEEDS: 500
 fine-tuning steps on the CPU). `--noise 0.05,0.1` also scores the high-resource model on
 copies of its test sources with that share of characters mistyped (the issue's robustness
-experiment; the references are unchanged). `--few-shot ""` scores zero-shot only. The test
+experiment; the references are unchanged). `--few-shot ""` scores zero-shot only.
+`--max-tokens` and `--threads` replace every training's batch size and torch threads. The test
 sets are the Bible's held-out books (`--test-verses` of them), which no training split holds;
 the few-shot verses are one seeded sample, so the 1,000 are among the 2,000
 (`ragmt data mix --train-verses`).
@@ -86,6 +87,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1, help="the few-shot sample's")
     ap.add_argument("--noise", default="", help="rates of noisy copies of the HRL test, 0.05,0.1")
     ap.add_argument("--threads", type=int, default=0, help="torch threads a training; 0: default")
+    ap.add_argument("--max-tokens", type=int, default=0, help="a batch's; 0: the config's")
     ap.add_argument("--results", type=Path, required=True)
     args = ap.parse_args()
     ragmt = [sys.executable, "-m", "service.cli"]
@@ -133,14 +135,16 @@ def main() -> None:
             kind = system.partition("-")[0]
             base_cfg = args.config_dir / f"{system}-m2o.json"
             cfgs = args.work / "configs"
-            threads = {"threads": args.threads} if args.threads else {}
+            shared = {"threads": args.threads} if args.threads else {}
+            if args.max_tokens:  # every training alike, fine-tuning too
+                shared["max_tokens"] = args.max_tokens
             budget = {"max_epochs": args.base_epochs, "max_steps": 10**9}
             if system in base_steps:  # a part of an epoch: equal verses, not whole passes
                 budget = {"max_epochs": None, "max_steps": base_steps[system]}
-            base = derived_config(base_cfg, cfgs / f"{system}-base.json", **budget, **threads)
+            base = derived_config(base_cfg, cfgs / f"{system}-base.json", **budget, **shared)
             tune = derived_config(base_cfg, cfgs / f"{system}-finetune.json",
                                   max_epochs=None, max_steps=args.finetune_steps,
-                                  **threads)  # fmt: skip
+                                  **shared)  # fmt: skip
             runs = args.work / "runs"
             bundle = train(high_data, base, runs / f"{system}-{high}", kind, None)
             test_sets = ["bible"] + [f"bible-noise{round(float(r) * 100)}"

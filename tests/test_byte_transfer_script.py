@@ -56,7 +56,7 @@ def test_byte_transfer_runs_end_to_end_on_a_toy_bible(tmp_path: Path) -> None:
            "--pairs", "ru:uk", "--few-shot", "4,8", "--test-verses", "5", "--base-epochs", "1",
            "--finetune-steps", "3", "--config-dir", str(configs), "--vocab-size", "290",
            "--noise", "0.2", "--threads", "1", "--base-steps", "byte-ncf=4",
-           "--results", str(results)]  # fmt: skip
+           "--max-tokens", "1024", "--results", str(results)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -79,7 +79,8 @@ def test_byte_transfer_runs_end_to_end_on_a_toy_bible(tmp_path: Path) -> None:
     assert (noisy / "test.en").read_text() == (clean / "test.en").read_text()
     assert (noisy / "test.ru").read_text() != (clean / "test.ru").read_text()
     base_cfg = json.loads((work / "configs" / "byte-ncf-base.json").read_text())
-    assert base_cfg["threads"] == 1 and base_cfg["max_steps"] == 4 and "max_epochs" not in base_cfg
+    assert (base_cfg["threads"], base_cfg["max_tokens"], base_cfg["max_steps"]) == (1, 1024, 4)
+    assert "max_epochs" not in base_cfg
     # updates, not epochs, bound that system's base training; the other keeps its epoch
     manifest = work / "runs" / "byte-ncf-ru" / "bundle" / "manifest.json"
     assert json.loads(manifest.read_text())["training"]["steps"] == 4
