@@ -16,7 +16,9 @@ system, for equal parts of an epoch: systems whose batches hold different number
 fine-tuning steps on the CPU). `--noise 0.05,0.1` also scores the high-resource model on
 copies of its test sources with that share of characters mistyped (the issue's robustness
 experiment; the references are unchanged). `--few-shot ""` scores zero-shot only.
-`--max-tokens` and `--threads` replace every training's batch size and torch threads. The test
+`--max-tokens` and `--threads` replace every training's batch size and torch threads; `--tag`
+ends every score's system label (a second budget of the same systems, say, in a copy of the
+run directories, which resume from their newest checkpoints). The test
 sets are the Bible's held-out books (`--test-verses` of them), which no training split holds;
 the few-shot verses are one seeded sample, so the 1,000 are among the 2,000
 (`ragmt data mix --train-verses`).
@@ -88,6 +90,7 @@ def main() -> None:
     ap.add_argument("--noise", default="", help="rates of noisy copies of the HRL test, 0.05,0.1")
     ap.add_argument("--threads", type=int, default=0, help="torch threads a training; 0: default")
     ap.add_argument("--max-tokens", type=int, default=0, help="a batch's; 0: the config's")
+    ap.add_argument("--tag", default="", help="appended to every score's system label")
     ap.add_argument("--results", type=Path, required=True)
     args = ap.parse_args()
     ragmt = [sys.executable, "-m", "service.cli"]
@@ -149,12 +152,14 @@ def main() -> None:
             bundle = train(high_data, base, runs / f"{system}-{high}", kind, None)
             test_sets = ["bible"] + [f"bible-noise{round(float(r) * 100)}"
                                      for r in args.noise.split(",") if r]  # fmt: skip
-            score(bundle, high_data, high, f"{system} {high}-en: {high}", False,
+            score(bundle, high_data, high, f"{system} {high}-en: {high}{args.tag}", False,
                   ",".join(test_sets))  # fmt: skip
-            score(bundle, low_test, low, f"{system} {high}-en: {low} zero-shot", True)
+            score(bundle, low_test, low, f"{system} {high}-en: {low} zero-shot{args.tag}", True)
             for n in sizes:
                 tuned = train(few[n], tune, runs / f"{system}-{high}-{low}{n}", kind, bundle)
-                score(tuned, low_test, low, f"{system} {high}-en + {n} {low}: {low}", False)
+                score(
+                    tuned, low_test, low, f"{system} {high}-en + {n} {low}: {low}{args.tag}", False
+                )
 
 
 if __name__ == "__main__":

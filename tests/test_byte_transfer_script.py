@@ -21,6 +21,7 @@ BODY = {"d_model": 32, "n_heads": 2, "enc_layers": 1, "dec_layers": 1, "d_ff": 6
         "dropout": 0.0}  # fmt: skip
 BUDGET = {"max_tokens": 2048, "lr": 0.003, "warmup": 5, "save_every": 5, "eval_every": 10**6,
           "dev_sentences": 4, "average_last": 1, "bf16": False, "max_epochs": 1}  # fmt: skip
+TAG = ", toy"  # ends every label
 WORDS = ["red", "house", "blue", "tree", "green", "one", "two", "three", "four", "five"]
 
 
@@ -56,7 +57,7 @@ def test_byte_transfer_runs_end_to_end_on_a_toy_bible(tmp_path: Path) -> None:
            "--pairs", "ru:uk", "--few-shot", "4,8", "--test-verses", "5", "--base-epochs", "1",
            "--finetune-steps", "3", "--config-dir", str(configs), "--vocab-size", "290",
            "--noise", "0.2", "--threads", "1", "--base-steps", "byte-ncf=4",
-           "--max-tokens", "1024", "--results", str(results)]  # fmt: skip
+           "--max-tokens", "1024", "--tag", TAG, "--results", str(results)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -65,14 +66,14 @@ def test_byte_transfer_runs_end_to_end_on_a_toy_bible(tmp_path: Path) -> None:
     got = {(r["system"], r["languages"]["source"], r["domain"]): r for r in records}
     systems = ("subword", "byte-ncf")
     expected = (
-        {(f"{s} ru-en: ru", "ru", d) for s in systems for d in ("bible", "bible-noise20")}
-        | {(f"{s} ru-en: uk zero-shot", "uk", "bible") for s in systems}
-        | {(f"{s} ru-en + {n} uk: uk", "uk", "bible") for s in systems for n in (4, 8)}
+        {(f"{s} ru-en: ru{TAG}", "ru", d) for s in systems for d in ("bible", "bible-noise20")}
+        | {(f"{s} ru-en: uk zero-shot{TAG}", "uk", "bible") for s in systems}
+        | {(f"{s} ru-en + {n} uk: uk{TAG}", "uk", "bible") for s in systems for n in (4, 8)}
     )
     assert set(got) == expected and len(records) == len(expected)
-    zero = got[("byte-ncf ru-en: uk zero-shot", "uk", "bible")]
+    zero = got[(f"byte-ncf ru-en: uk zero-shot{TAG}", "uk", "bible")]
     assert zero["decoding"]["zero_shot"] == {"trained_pairs": [["ru", "en"]]}
-    assert "zero_shot" not in got[("byte-ncf ru-en + 4 uk: uk", "uk", "bible")]["decoding"]
+    assert "zero_shot" not in got[(f"byte-ncf ru-en + 4 uk: uk{TAG}", "uk", "bible")]["decoding"]
     # the noisy copy is of the sources alone: its references are the clean test's
     noisy = work / "data" / "ru-en" / "bible-noise20"
     clean = work / "data" / "ru-en" / "bible"
