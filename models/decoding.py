@@ -544,6 +544,16 @@ def sequence_scores(teacher: nn.Module, src: Tensor, hyps: Sequence[Sequence[int
     source: the mean over the hypothesis's tokens and EOS of log p(token | source, prefix),
     teacher-forced in one batched pass. src `(N, S)` right-padded (row i is hyps[i]'s source);
     returns `(N,)` float32. A model decoded by ONNX Runtime is scored by its float model."""
+    total, tokens = sequence_log_probs(teacher, src, hyps)
+    return total / tokens
+
+
+@torch.inference_mode()
+def sequence_log_probs(
+    teacher: nn.Module, src: Tensor, hyps: Sequence[Sequence[int]]
+) -> tuple[Tensor, Tensor]:
+    """As `sequence_scores`, unnormalised: each hypothesis's summed log-probability (its tokens
+    and EOS) and how many tokens that sums, both `(N,)`."""
     teacher = getattr(teacher, "float_model", teacher)
     if getattr(teacher, "uses_memory", False) or not hasattr(teacher, "decode"):
         raise ValueError(
@@ -564,7 +574,7 @@ def sequence_scores(teacher: nn.Module, src: Tensor, hyps: Sequence[Sequence[int
     logits = teacher.decode(tgt_in, teacher.encode(src.to(device)))
     token_lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tgt_out[..., None])[..., 0]
     keep = tgt_out.ne(cfg.pad_id)
-    return (token_lp * keep).sum(dim=1) / keep.sum(dim=1)
+    return (token_lp * keep).sum(dim=1), keep.sum(dim=1)
 
 
 def ctc_rerank(
