@@ -85,14 +85,18 @@ def decode_speed(translator: Any, beam: int, latency: list[str], batch: list[str
             len(translator.tokenizer.encode(o.text, translator.target_lang)) for o in outputs
         )
 
+    def utf8(outputs: list[Any]) -> int:
+        return sum(len(o.text.encode("utf-8")) for o in outputs)
+
     one = DecodeOptions(beam_size=beam, batch_size=1)
     pipeline.translate(translator, latency[:2], one)  # warm-up (and any lazy set-up)
-    times, latency_pieces = [], 0
+    times, latency_pieces, latency_bytes = [], 0, 0
     for s in latency:
         start = time.perf_counter()
         done = pipeline.translate(translator, [s], one)
         times.append((time.perf_counter() - start) * 1000)
         latency_pieces += pieces(done.outputs)
+        latency_bytes += utf8(done.outputs)
     start = time.perf_counter()
     done = pipeline.translate(translator, batch, DecodeOptions(beam_size=beam, batch_size=32))
     seconds = time.perf_counter() - start
@@ -103,6 +107,10 @@ def decode_speed(translator: Any, beam: int, latency: list[str], batch: list[str
         "ms_per_piece_batch1": sum(times) / max(1, latency_pieces),
         "pieces_per_s": pieces(done.outputs) / seconds,
         "sentences_per_s": len(batch) / seconds,
+        # the outputs' UTF-8 bytes: one unit whatever the tokenizer (a byte model's piece is
+        # a byte), and what a model that loops to its length limit is charged for
+        "ms_per_output_byte_batch1": sum(times) / max(1, latency_bytes),
+        "output_bytes_per_s": utf8(done.outputs) / seconds,
     }
 
 

@@ -45,7 +45,8 @@ def test_each_bundle_is_timed_as_served_and_in_int8(bundle: Path, tmp_path: Path
         assert r["languages"] == {"source": "en", "target": "de"}
         assert r["latency_sentences"] == 3 and r["throughput_sentences"] == 4  # blank line left
         assert r["bundle"]["architecture"] == "transformer" and len(r["bundle"]["sha256"]) == 64
-        assert r["p50_ms"] > 0 and r["sentences_per_s"] > 0
+        assert r["p50_ms"] > 0 and r["sentences_per_s"] > 0 and r["output_bytes_per_s"] > 0
+        assert r["ms_per_output_byte_batch1"] > 0
 
 
 def test_a_bundle_without_a_name_is_refused(bundle: Path, tmp_path: Path) -> None:
