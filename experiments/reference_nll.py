@@ -94,6 +94,7 @@ def main() -> None:
     if args.rotated:
         tests += [(f"{label}, sources rotated", *rest) for label, *rest in tests]
     bundles = {name: load_bundle(path) for name, path in named}
+    translators = {name: Translator.from_loaded(b, "none") for name, b in bundles.items()}
     for label, lang, src_path, ref_path in tests:
         sources, refs = read_lines(src_path), read_lines(ref_path)
         if len(sources) != len(refs):
@@ -102,8 +103,7 @@ def main() -> None:
             sources = sources[1:] + sources[:1]
         ref_bytes = np.array([len(r.encode("utf-8")) for r in refs], dtype=float)
         nats = {}
-        for name, bundle in bundles.items():
-            translator = Translator.from_loaded(bundle, "none")
+        for name, translator in translators.items():
             pair = (lang, args.target_lang)
             nats[name] = nats_per_sentence(translator.for_pair(*pair, unseen=True), sources, refs)
         rng = np.random.default_rng(args.seed)
