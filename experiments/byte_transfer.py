@@ -11,7 +11,9 @@ that language and score it again. One self-describing record per score (`ragmt e
 
 Every system trains with its `models/configs/<system>-m2o.json` (`--config-dir`), the budget
 overridden here: `--base-epochs` on the high-resource pair (or `--base-steps`, updates per
-system, for equal parts of an epoch: systems whose batches hold different numbers of verses),
+system, for equal parts of an epoch: systems whose batches hold different numbers of verses;
+or `--base-hours`, hours of training per system, for a wall-clock-matched comparison, its run
+directory named by those hours so it sits beside the same system's epoch-bound run),
 `--finetune-steps` updates on each few-shot set (the paper: 50K and 5K steps; SEEDS: 500
 fine-tuning steps on the CPU). `--noise 0.05,0.1` also scores the high-resource model on
 copies of its test sources with that share of characters mistyped (the issue's robustness
@@ -53,19 +55,46 @@ def derived_config(base: Path, out: Path, **budget: object) -> Path:
     return out
 
 
-def steps_by_system(spec: str, systems: list[str]) -> dict[str, int]:
-    """`--base-steps`: "" (epochs decide), "N" for every system, or "system=N,..."."""
+def by_system(spec: str, systems: list[str], flag: str, kind: type = int) -> dict[str, int]:
+    """`--base-steps` or `--base-hours`: "" (epochs decide), "N" for every system, or
+    "system=N,..."; N a positive `kind`."""
     if not spec:
         return {}
-    if spec.isdigit():
-        return dict.fromkeys(systems, int(spec))
+
+    def value(text: str, part: str) -> int | float:
+        try:
+            n = kind(text)
+        except ValueError:
+            n = 0
+        if not n > 0:
+            raise SystemExit(f"{flag}: {part!r} is not system=N, N > 0, for one of {systems}")
+        return n
+
+    if "=" not in spec:
+        return dict.fromkeys(systems, value(spec, spec))
     out = {}
     for part in spec.split(","):
         name, _, n = part.partition("=")
-        if name not in systems or not n.isdigit():
-            raise SystemExit(f"--base-steps: {part!r} is not system=N for one of {systems}")
-        out[name] = int(n)
+        if name not in systems:
+            raise SystemExit(f"{flag}: {part!r} is not system=N, N > 0, for one of {systems}")
+        out[name] = value(n, part)
     return out
+
+
+def base_budget(
+    system: str, epochs: int, steps: dict[str, int], hours: dict[str, float]
+) -> tuple[dict[str, object], str]:
+    """The base training's budget fields and its run directory's suffix: whole epochs, or
+    updates (a part of an epoch), or hours of training (wall-clock matched), one of them."""
+    if system in steps and system in hours:
+        raise SystemExit(f"{system}: --base-steps and --base-hours both name it; give one")
+    if system in hours:
+        return {"max_epochs": None, "max_steps": 10**9, "max_hours": hours[system]}, (
+            f"-{hours[system]:g}h"
+        )
+    if system in steps:  # a part of an epoch: equal verses, not whole passes
+        return {"max_epochs": None, "max_steps": steps[system]}, ""
+    return {"max_epochs": epochs, "max_steps": 10**9}, ""
 
 
 def main() -> None:
@@ -82,6 +111,11 @@ def main() -> None:
         default="",
         help="updates on the HRL pair instead of epochs: N for every system, or system=N,...",
     )
+    ap.add_argument(
+        "--base-hours",
+        default="",
+        help="hours of training on the HRL pair instead (wall-clock matched): H or system=H,...",
+    )
     ap.add_argument("--finetune-steps", type=int, default=500)
     ap.add_argument("--beam", type=int, default=1)
     ap.add_argument("--config-dir", type=Path, default=CONFIGS)
@@ -95,7 +129,9 @@ def main() -> None:
     args = ap.parse_args()
     ragmt = [sys.executable, "-m", "service.cli"]
     sizes = [int(n) for n in args.few_shot.split(",") if n]
-    base_steps = steps_by_system(args.base_steps, args.systems.split(","))
+    systems = args.systems.split(",")
+    base_steps = by_system(args.base_steps, systems, "--base-steps")
+    base_hours = by_system(args.base_hours, systems, "--base-hours", float)
     data = args.work / "data"
 
     def mix(source: str, out: Path, *extra: str) -> Path:
@@ -134,32 +170,32 @@ def main() -> None:
         few = {n: mix(low, data / f"{low}-en-{n}", "--train-verses", str(n),
                       "--seed", str(args.seed)) for n in sizes}  # fmt: skip
         low_test = mix(low, data / f"{low}-en-test", "--train-verses", "1")  # its test set
-        for system in args.systems.split(","):
+        for system in systems:
             kind = system.partition("-")[0]
             base_cfg = args.config_dir / f"{system}-m2o.json"
             cfgs = args.work / "configs"
             shared = {"threads": args.threads} if args.threads else {}
             if args.max_tokens:  # every training alike, fine-tuning too
                 shared["max_tokens"] = args.max_tokens
-            budget = {"max_epochs": args.base_epochs, "max_steps": 10**9}
-            if system in base_steps:  # a part of an epoch: equal verses, not whole passes
-                budget = {"max_epochs": None, "max_steps": base_steps[system]}
-            base = derived_config(base_cfg, cfgs / f"{system}-base.json", **budget, **shared)
+            budget, suffix = base_budget(system, args.base_epochs, base_steps, base_hours)
+            base = derived_config(base_cfg, cfgs / f"{system}{suffix}-base.json", **budget,
+                                  **shared)  # fmt: skip
             tune = derived_config(base_cfg, cfgs / f"{system}-finetune.json",
                                   max_epochs=None, max_steps=args.finetune_steps,
                                   **shared)  # fmt: skip
             runs = args.work / "runs"
-            bundle = train(high_data, base, runs / f"{system}-{high}", kind, None)
+            bundle = train(high_data, base, runs / f"{system}-{high}{suffix}", kind, None)
             test_sets = ["bible"] + [f"bible-noise{round(float(r) * 100)}"
                                      for r in args.noise.split(",") if r]  # fmt: skip
-            score(bundle, high_data, high, f"{system} {high}-en: {high}{args.tag}", False,
+            name = f"{system}{suffix} {high}-en"  # the hours, where they bound it
+            score(bundle, high_data, high, f"{name}: {high}{args.tag}", False,
                   ",".join(test_sets))  # fmt: skip
-            score(bundle, low_test, low, f"{system} {high}-en: {low} zero-shot{args.tag}", True)
+            score(bundle, low_test, low, f"{name}: {low} zero-shot{args.tag}", True)
             for n in sizes:
-                tuned = train(few[n], tune, runs / f"{system}-{high}-{low}{n}", kind, bundle)
-                score(
-                    tuned, low_test, low, f"{system} {high}-en + {n} {low}: {low}{args.tag}", False
+                tuned = train(
+                    few[n], tune, runs / f"{system}-{high}{suffix}-{low}{n}", kind, bundle
                 )
+                score(tuned, low_test, low, f"{name} + {n} {low}: {low}{args.tag}", False)
 
 
 if __name__ == "__main__":
