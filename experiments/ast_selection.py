@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +249,8 @@ def main() -> None:
     args.out.write_text(json.dumps(found, indent=2) + "\n")
     if args.results is not None and args.results.exists():
         add_summaries(args.results, found)
+    elif args.results is not None:  # the means need its eval records: nothing to add yet
+        print(f"no records written: {args.results} does not exist yet", file=sys.stderr)
 
 
 def summary(r: dict[str, Any]) -> dict[str, Any]:

@@ -223,3 +223,19 @@ def test_a_label_names_the_records_not_the_files(
     assert ("ast-selection", "ffn-sparse, 5 epochs") in systems
     assert ("eval-mean", "ffn-sparse, 5 epochs") in systems
     assert (work / "figures" / "ffn-sparse-overlap.svg").is_file()
+
+
+def test_a_results_file_not_there_yet_is_said_not_silently_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before any evaluation record exists there are no means to add; the run says so and
+    creates nothing, so the experiment may call it before its first score."""
+    work, results = tmp_path / "work", tmp_path / "missing.jsonl"
+    _toy_bundle(work / "ffn-sparse" / "bundle")
+    monkeypatch.setattr("sys.argv", [
+        "ast_selection.py", "--work", str(work), "--out", str(tmp_path / "selection.json"),
+        "--results", str(results),
+    ])  # fmt: skip
+    ast_selection.main()
+    assert f"no records written: {results} does not exist yet" in capsys.readouterr().err
+    assert not results.exists() and (tmp_path / "selection.json").is_file()
