@@ -55,7 +55,7 @@ def derived_config(base: Path, out: Path, **budget: object) -> Path:
     return out
 
 
-def by_system(spec: str, systems: list[str], flag: str, kind: type = int) -> dict[str, int]:
+def by_system(spec: str, systems: list[str], flag: str, kind: type = int) -> dict[str, int | float]:
     """`--base-steps` or `--base-hours`: "" (epochs decide), "N" for every system, or
     "system=N,..."; N a positive `kind`."""
     if not spec:
